@@ -1,0 +1,106 @@
+"""Local backend: the whole job as processes on this machine (no Slurm needed).
+
+Every simulated node is a process with the same contract a Slurm step gets
+(``MASTER_ADDR=127.0.0.1``, a port per node), supervised by the same
+supervisor and success rule, with one log per node in ``<job dir>/logs``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.plan import JobPlan
+from ti_slurm.step import write_atomic
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+class LocalBackend:
+    """Runs jobs as local processes."""
+
+    name = "local"
+
+    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+        number = int(time.time() * 1000) % 1_000_000_000
+        job_id = f"local-{number}"
+        job_dir = os.path.join(plan.output_dir, job_id)
+        os.makedirs(job_dir)
+        plan_path = os.path.join(job_dir, "plan.json")
+        write_atomic(plan_path, plan.to_json() + "\n")
+        with open(os.path.join(job_dir, "supervisor.log"), "wb") as log:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ti_slurm",
+                    "local-run",
+                    "--plan",
+                    plan_path,
+                    "--job-dir",
+                    job_dir,
+                    "--job-id",
+                    str(number),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=plan.workdir or None,
+                start_new_session=True,
+            )
+        write_atomic(os.path.join(job_dir, "supervisor.pid"), f"{proc.pid}\n")
+        return JobInfo(job_id=job_id, name=plan.name, backend=self.name, job_dir=job_dir, state="RUNNING")
+
+    def _pid(self, job_dir: str) -> int | None:
+        try:
+            with open(os.path.join(job_dir, "supervisor.pid")) as fh:
+                return int(fh.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        out = {}
+        for job in jobs:
+            pid = self._pid(job.job_dir) if job.job_dir else None
+            if pid is not None and _alive(pid):
+                out[job.job_id] = JobInfo(job.job_id, job.name, self.name, job.job_dir, "RUNNING", nodes="localhost")
+        return out
+
+    def cancel(self, job: JobInfo) -> None:
+        pid = self._pid(job.job_dir)
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+
+def local_run(plan_path: str, job_dir: str, job_id: int) -> int:
+    """The detached supervisor process of a local job."""
+    from ti_slurm.supervisor import LocalLauncher, Supervisor
+
+    with open(plan_path, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    launcher = LocalLauncher(plan, plan_path, job_dir, job_id)
+    return Supervisor(plan, job_dir, launcher).run().exit_code

@@ -1,0 +1,137 @@
+"""Slurm backend: ``sbatch --parsable``, ``squeue``, ``scontrol``, ``scancel``.
+
+Nothing here depends on accounting (``sacct``): many sites have none. A
+job's outcome comes from its own status file; ``squeue`` only says whether it
+is still pending or running. One ``squeue`` call serves many jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.errors import BackendError
+from ti_slurm.plan import JobPlan
+
+Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
+_VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")
+_JOB_ID = re.compile(r"(\d+)(?:;\S+)?")
+
+
+def run_local(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command here; a missing command is a one-line error."""
+    if shutil.which(argv[0]) is None:
+        raise BackendError(f"{argv[0]}: not found on PATH (is this a Slurm login node? try --local or --host)")
+    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``slurm 22.05.8`` -> (22, 5)."""
+    m = _VERSION.search(text)
+    if m is None:
+        raise BackendError(f"cannot read a Slurm version from {text.strip()[:80]!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_job_id(text: str) -> str:
+    """The job id from ``sbatch --parsable`` output (``123`` or ``123;cluster``)."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    m = _JOB_ID.fullmatch(line)
+    if m is None:
+        raise BackendError(f"sbatch printed no job id: {text.strip()[:200]!r}")
+    return m.group(1)
+
+
+SQUEUE_FORMAT = "%i|%T|%r|%N|%j"
+
+
+def parse_squeue(text: str) -> dict[str, JobInfo]:
+    """Parse ``squeue -h -o '%i|%T|%r|%N|%j'``; het components ``123+1`` fold into job 123."""
+    out: dict[str, JobInfo] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 5:
+            continue
+        raw_id, state, reason, nodes, name = parts
+        job_id = raw_id.split("+", 1)[0].split("_", 1)[0]
+        info = out.get(job_id)
+        if info is None:
+            out[job_id] = JobInfo(job_id, name, "slurm", "", state, "" if reason == "None" else reason, nodes)
+        else:  # a later het component: running wins over pending, nodes add up
+            if state == "RUNNING":
+                info.state = "RUNNING"
+            info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
+    return out
+
+
+class SlurmBackend:
+    """The Slurm command-line tools, here or through a runner (SSH)."""
+
+    name = "slurm"
+
+    def __init__(self, run: Runner = run_local) -> None:
+        self.run = run
+        self._version: tuple[int, int] | None = None
+
+    def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
+        res = self.run(argv, stdin)
+        if res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip().splitlines()
+            raise BackendError(f"{argv[0]} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
+        return res.stdout
+
+    def version(self) -> tuple[int, int]:
+        if self._version is None:
+            self._version = parse_version(self._ok(["sinfo", "--version"]))
+        return self._version
+
+    def submit(self, plan: JobPlan, script: str, comment: str | None = None) -> JobInfo:
+        argv = ["sbatch", "--parsable"]
+        if comment:
+            argv.append(f"--comment={comment}")
+        job_id = parse_job_id(self._ok(argv, script))
+        return JobInfo(job_id, plan.name, self.name, os.path.join(plan.output_dir, job_id), "PENDING")
+
+    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        if not jobs:
+            return {}
+        ids = ",".join(j.job_id for j in jobs)
+        res = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, f"--jobs={ids}"], None)
+        if res.returncode != 0:
+            if "Invalid job id" in res.stderr:
+                return {}  # none of them is queued any more
+            raise BackendError(f"squeue failed: {res.stderr.strip()[:200]}")
+        return parse_squeue(res.stdout)
+
+    def my_jobs(self) -> dict[str, JobInfo]:
+        """Every queued job of this user, in one squeue call."""
+        return parse_squeue(self._ok(["squeue", "--me", "-h", "-o", SQUEUE_FORMAT]))
+
+    def find_by_comment(self, comment: str) -> str | None:
+        """A queued job of this user whose comment is ``comment`` (for safe retries)."""
+        out = self._ok(["squeue", "--me", "-h", "-o", "%i|%k"])
+        for line in out.splitlines():
+            job_id, _, text = line.partition("|")
+            if text.strip() == comment:
+                return job_id.split("+", 1)[0]
+        return None
+
+    def job_dir_of(self, job_id: str) -> str | None:
+        """Find a job's directory from its StdOut path (``<output dir>/slurm-<id>.out``)."""
+        res = self.run(["scontrol", "show", "job", job_id], None)
+        m = re.search(r"StdOut=(\S+)", res.stdout) if res.returncode == 0 else None
+        return os.path.join(os.path.dirname(m.group(1)), job_id) if m else None
+
+    def cancel(self, job: JobInfo) -> None:
+        self._ok(["scancel", job.job_id])
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return None

@@ -1,0 +1,338 @@
+"""``ti-slurm``: a thin command line over the library.
+
+Bad input prints one line (``ti-slurm: error: <field>: <value>: <why>``) and
+exits 2; a failed job exits 1. Heavy modules (pydantic, jinja2) are imported
+only by the commands that need them, so ``ti-slurm step``/``exec``/``env``
+stay fast inside jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
+
+from ti_slurm import __version__
+from ti_slurm.errors import TiSlurmError
+
+if TYPE_CHECKING:
+    from ti_slurm.backends.base import Backend, JobInfo
+    from ti_slurm.plan import JobPlan
+    from ti_slurm.status import JobStatus
+
+MODES = ("ddp", "mpi", "horovod", "ps-worker", "ray")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ti-slurm", description="Run TI-platform / ModelArts distributed training jobs on Slurm.")
+    p.add_argument("--version", action="version", version=f"ti-slurm {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    r = sub.add_parser("render", help="print the sbatch script for a spec")
+    r.add_argument("spec", help="job spec (YAML or JSON)")
+    r.add_argument("--python", help="Python the job runs ti-slurm with (default: this one)")
+
+    s = sub.add_parser("submit", help="submit a job (prints its id)")
+    s.add_argument("spec", help="job spec (YAML or JSON)")
+    s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
+    s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
+
+    st = sub.add_parser("status", help="state of a job, its components and steps")
+    st.add_argument("job")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    lg = sub.add_parser("logs", help="print a job's logs")
+    lg.add_argument("job")
+    lg.add_argument("--node", help="one node: its INDEX, its name, or <component>-<n>")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+
+    c = sub.add_parser("cancel", help="cancel a job")
+    c.add_argument("job")
+
+    sub.add_parser("list", help="your jobs and their states")
+
+    for name, helptext in (
+        ("env", "print this node's contract variables (inside a job)"),
+        ("exec", "run a command with this node's contract (srun ti-slurm exec --mode M -- CMD)"),
+    ):
+        e = sub.add_parser(name, help=helptext)
+        e.add_argument("--mode", required=True, choices=MODES)
+        e.add_argument("--gpus-per-node", type=int, default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0")
+        e.add_argument("--master-port", type=int, default=None)
+        e.add_argument("--rdma", choices=("auto", "on", "off"), default="auto")
+        e.add_argument("--group", type=int, default=None, help="component index in a heterogeneous job")
+        e.add_argument("--rendezvous-timeout", type=int, default=300)
+        if name == "env":
+            e.add_argument("--format", choices=("shell", "json"), default="shell")
+        else:
+            e.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+
+    for name in ("step", "supervise", "local-run"):  # used inside jobs
+        i = sub.add_parser(name)
+        i.add_argument("--plan", required=True)
+        i.add_argument("--job-dir", required=True)
+        i.add_argument("--group", type=int, default=0)
+        i.add_argument("--job-id", type=int, default=0)
+    return p
+
+
+# -- spec -> plan --------------------------------------------------------------
+def plan_from_spec(path: str, python: str | None = None) -> JobPlan:
+    """Load, validate and plan a spec; relative paths are taken from here."""
+    from ti_slurm.plan import make_plan
+    from ti_slurm.site import load_site_config
+    from ti_slurm.spec import load_spec
+
+    spec = load_spec(path)
+    updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": os.path.abspath(spec.workdir or os.getcwd())}
+    spec = spec.model_copy(update=updates)
+    return make_plan(spec, load_site_config(), python=python)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from ti_slurm.render import render
+
+    sys.stdout.write(render(plan_from_spec(args.spec, args.python)))
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from ti_slurm.backends import get_backend
+    from ti_slurm.backends.base import remember
+    from ti_slurm.render import render
+
+    plan = plan_from_spec(args.spec)
+    script = render(plan)
+    os.makedirs(plan.output_dir, exist_ok=True)
+    backend = get_backend("local" if args.local else "slurm")
+    info = backend.submit(plan, script)
+    remember(info)
+    print(info.job_id, flush=True)
+    if not args.wait:
+        return 0
+    status = wait_for(backend, info)
+    return 0 if status.state == "COMPLETED" else 1
+
+
+# -- watching jobs ---------------------------------------------------------
+def find_job(job_id: str) -> tuple[Backend, JobInfo]:
+    from ti_slurm.backends import get_backend
+    from ti_slurm.backends.base import JobInfo, recall
+
+    info = recall(job_id)
+    if info is None:
+        if job_id.startswith("local-"):
+            raise TiSlurmError(f"job {job_id}: unknown local job (not submitted from this account)")
+        backend = get_backend("slurm")
+        job_dir = backend.job_dir_of(job_id) if hasattr(backend, "job_dir_of") else None
+        info = JobInfo(job_id, backend="slurm", job_dir=job_dir or "")
+        return backend, info
+    return get_backend(info.backend), info
+
+
+def current_status(backend: Backend, info: JobInfo) -> JobStatus:
+    from ti_slurm.status import job_status, parse_events
+
+    queued = backend.queue_states([info]).get(info.job_id)
+    events = parse_events(backend.read_text(os.path.join(info.job_dir, "status.jsonl"))) if info.job_dir else []
+    status = job_status(info, events, queued)
+    if queued is None and not status.final and info.job_dir:
+        time.sleep(1.0)  # the job just left the queue; its last line may still be landing
+        events = parse_events(backend.read_text(os.path.join(info.job_dir, "status.jsonl")))
+        status = job_status(info, events, None)
+    return status
+
+
+def wait_for(backend: Backend, info: JobInfo) -> JobStatus:
+    """Poll with backoff until the job ends; print each change on stderr."""
+    delay, last = 0.2, ""
+    while True:
+        status = current_status(backend, info)
+        line = f"{status.state}" + (f" ({status.reason})" if status.reason and not status.final else "")
+        if status.state == "RUNNING" and status.components:
+            line += " on " + "; ".join(f"{c.name}: {c.state.lower()}" for c in status.components)
+        if line != last:
+            print(f"ti-slurm: job {info.job_id}: {line}", file=sys.stderr, flush=True)
+            last = line
+        if status.final or (status.state in ("FAILED", "UNKNOWN") and not status.components):
+            break
+        time.sleep(delay)
+        delay = min(delay * 1.5, 5.0)
+    if status.state == "COMPLETED":
+        print(f"ti-slurm: job {info.job_id} COMPLETED", file=sys.stderr)
+    else:
+        print(f"ti-slurm: job {info.job_id} {status.state}: {status.reason}", file=sys.stderr)
+    return status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ti_slurm.status import format_status
+
+    backend, info = find_job(args.job)
+    status = current_status(backend, info)
+    print(status.to_json() if args.json else format_status(status))
+    return 0
+
+
+def log_files(status: JobStatus, node: str | None) -> list[tuple[str, str]]:
+    """(label, path) of the logs to show; ``node`` picks one by INDEX, name or <component>-<n>."""
+    files: list[tuple[str, str]] = []
+    index = 0
+    for comp in status.components:
+        for n, name in enumerate(comp.nodes):
+            label = f"{comp.name}-{n}"
+            if node is None or node in (label, name, str(index)):
+                files.append((f"{label} ({name})", os.path.join(status.job_dir, "logs", f"{label}.log")))
+            index += 1
+    if node is not None and not files:
+        raise TiSlurmError(
+            f"--node {node}: no such node in job {status.job_id} (use an INDEX, a node name or <component>-<n>)"
+        )
+    return files
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    backend, info = find_job(args.job)
+    offsets: dict[str, int] = {}
+    while True:
+        status = current_status(backend, info)
+        for label, path in log_files(status, args.node):
+            text = backend.read_text(path)
+            if text is None:
+                continue
+            seen = offsets.get(path, 0)
+            if len(text) > seen:
+                if not args.node:
+                    print(f"==> {label} <==")
+                sys.stdout.write(text[seen:])
+                sys.stdout.flush()
+                offsets[path] = len(text)
+        if not args.follow or status.final or (status.state == "FAILED" and not status.components):
+            return 0
+        time.sleep(1.0)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    backend, info = find_job(args.job)
+    backend.cancel(info)
+    print(f"ti-slurm: cancel requested for job {info.job_id}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from ti_slurm.backends import get_backend
+    from ti_slurm.backends.base import recall_all
+    from ti_slurm.status import job_status, parse_events
+
+    jobs = recall_all()
+    queued: dict[str, JobInfo] = {}
+    for name in sorted({j.backend for j in jobs}):  # one queue query per backend
+        queued.update(get_backend(name).queue_states([j for j in jobs if j.backend == name]))
+    print(f"{'JOB':<18} {'NAME':<20} {'STATE':<10} REASON")
+    for job in jobs:
+        events = parse_events(get_backend(job.backend).read_text(os.path.join(job.job_dir, "status.jsonl")))
+        st = job_status(job, events, queued.get(job.job_id))
+        print(f"{job.job_id:<18} {job.name:<20} {st.state:<10} {st.reason}")
+    return 0
+
+
+# -- inside jobs ---------------------------------------------------------------
+def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]:
+    from ti_slurm.step import adhoc_job_dir, adhoc_plan
+
+    env = dict(os.environ)
+    plan, group = adhoc_plan(
+        args.mode, env, args.gpus_per_node, args.master_port, args.rdma, args.group, args.rendezvous_timeout
+    )
+    return plan, env, group, adhoc_job_dir(env)
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    import json
+    import shlex
+
+    from ti_slurm.contract import node_contract
+    from ti_slurm.step import prepare_files
+
+    plan, env, group, job_dir = _adhoc(args)
+    contract = node_contract(plan, env, group, job_dir)
+    prepare_files(plan, contract, job_dir)
+    values = {k: v for k, v in contract.defaults.items() if k not in env} | contract.env
+    if args.format == "json":
+        print(json.dumps(values, indent=2, sort_keys=True))
+    else:
+        for key, value in values.items():
+            print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    import shlex
+    from dataclasses import replace
+
+    from ti_slurm.step import run_step
+
+    words = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not words:
+        raise TiSlurmError("exec: no command given (ti-slurm exec --mode M -- CMD ...)")
+    plan, env, group, job_dir = _adhoc(args)
+    plan = replace(plan, command=" ".join(shlex.quote(w) for w in words), workdir=os.getcwd())
+    return run_step(plan, group, job_dir, env)
+
+
+def cmd_internal(args: argparse.Namespace) -> int:
+    from ti_slurm.plan import JobPlan
+
+    if args.cmd == "supervise":
+        from ti_slurm.supervisor import supervise
+
+        return supervise(args.plan, args.job_dir)
+    if args.cmd == "local-run":
+        from ti_slurm.backends.local import local_run
+
+        return local_run(args.plan, args.job_dir, args.job_id)
+    from ti_slurm.step import run_step
+
+    with open(args.plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    return run_step(plan, args.group, args.job_dir)
+
+
+COMMANDS = {
+    "render": cmd_render,
+    "submit": cmd_submit,
+    "status": cmd_status,
+    "logs": cmd_logs,
+    "cancel": cmd_cancel,
+    "list": cmd_list,
+    "env": cmd_env,
+    "exec": cmd_exec,
+    "step": cmd_internal,
+    "supervise": cmd_internal,
+    "local-run": cmd_internal,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args)
+    except TiSlurmError as exc:
+        print(f"ti-slurm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""The platform contract: the environment each node of a job sees.
+
+``node_contract(plan, env, group)`` is a pure function of the plan and
+Slurm's own variables (``SLURM_JOB_NODELIST[_HET_GROUP_<n>]``,
+``SLURM_NODEID``, ``SLURM_JOB_ID``, ``SLURM_JOB_PARTITION``). It runs in every
+job step, so it imports only the standard library and its siblings.
+
+Ranks come from ``SLURM_NODEID`` (this node's place in its component), never
+from matching addresses. Node names become addresses through the resolver
+(``/etc/hosts`` or DNS); ``TI_SLURM_NODE_ADDR`` pins every node to one
+address (the local runner uses 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ti_slurm.errors import TiSlurmError
+from ti_slurm.hostlist import expand
+from ti_slurm.plan import JobPlan
+
+# The seed's RDMA variables for HCC machines, in the seed's order and with its values.
+RDMA_ENV: dict[str, str] = {
+    "NCCL_IB_GID_INDEX": "3",
+    "NCCL_IB_SL": "3",
+    "NCCL_CHECK_DISABLE": "1",
+    "NCCL_P2P_DISABLE": "0",
+    "NCCL_IB_DISABLE": "0",
+    "NCCL_LL_THRESHOLD": "16384",
+    "NCCL_IB_CUDA_SUPPORT": "1",
+    "NCCL_IB_HCA": "mlx5_bond",
+    "NCCL_NET_GDR_LEVEL": "2",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_IB_TC": "160",
+    "NCCL_PXN_DISABLE": "1",
+    "NCCL_IB_TIMEOUT": "24",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "GLOO_SOCKET_IFNAME": "eth0",
+    "TCCL_TOPO_AFFINITY": "4",
+}
+
+PORT_BLOCK = 8  # ports reserved per job: one per component (Ray takes more, see modes.ray)
+
+
+class ContractError(TiSlurmError):
+    """The step's environment does not describe a job ti-slurm can serve."""
+
+
+@dataclass(frozen=True)
+class JobLayout:
+    """What every node of one job sees alike."""
+
+    job_id: int
+    groups: tuple[tuple[str, ...], ...]  # node names per component, in rank order
+    ports: tuple[tuple[int, ...], ...]  # a port per node, per component
+    partitions: tuple[str, ...]
+    addr: Callable[[str], str]
+
+    def global_index(self, group: int, index: int) -> int:
+        return sum(len(g) for g in self.groups[:group]) + index
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """One node's place in a job: what a mode needs to compute its variables."""
+
+    plan: JobPlan
+    layout: JobLayout
+    group: int  # component index
+    index: int  # node index within the component (SLURM_NODEID)
+    job_dir: str
+
+    @property
+    def global_index(self) -> int:
+        return self.layout.global_index(self.group, self.index)
+
+    @property
+    def name(self) -> str:
+        return self.layout.groups[self.group][self.index]
+
+    def port(self, group: int, index: int = 0) -> int:
+        return self.layout.ports[group][index]
+
+
+@dataclass(frozen=True)
+class NodeContract:
+    """One node's share of the contract."""
+
+    env: dict[str, str]  # contract variables: always set
+    defaults: dict[str, str]  # RDMA variables: set unless the environment has them
+    hostfile: str | None  # text for the file named by OMPI_MCA_orte_default_hostfile
+    node: str  # this node's name
+    index: int  # this node's index within its component
+    role: str
+    runs_command: bool
+
+
+def _get(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name)
+    if not value:
+        raise ContractError(f"{name} is not set: run this inside a Slurm job step (srun), or use the local runner")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    value = _get(env, name)
+    if not value.isdigit():
+        raise ContractError(f"{name}={value!r} is not a number")
+    return int(value)
+
+
+def make_resolver(env: Mapping[str, str]) -> Callable[[str], str]:
+    """Name -> IPv4 address, cached; ``TI_SLURM_NODE_ADDR`` pins all names."""
+    pinned = env.get("TI_SLURM_NODE_ADDR")
+    if pinned:
+        return lambda name: pinned
+    cache: dict[str, str] = {}
+
+    def resolve(name: str) -> str:
+        if name not in cache:
+            try:
+                cache[name] = socket.gethostbyname(name)
+            except OSError as exc:
+                raise ContractError(f"cannot resolve node {name!r} to an address: {exc}") from None
+        return cache[name]
+
+    return resolve
+
+
+def job_ports(
+    plan: JobPlan, job_id: int, groups: tuple[tuple[str, ...], ...], per_node: bool
+) -> tuple[tuple[int, ...], ...]:
+    """Ports for each node of each component.
+
+    On Slurm every node of a component listens on the same port (nodes differ),
+    and components differ by one; the block's base derives from the job id,
+    inside the site's range, which sits above Linux's ephemeral range. The local
+    runner puts all nodes on one host, so there each node gets its own port.
+    """
+    from ti_slurm.modes import MODES
+
+    block = max(PORT_BLOCK, MODES[plan.mode].PORTS_PER_JOB)
+    lo, hi = plan.port_range
+    slots = (hi - lo + 1) // block
+    step = MODES[plan.mode].PORTS_PER_NODE
+    base = lo + (job_id % slots) * block
+    out = []
+    offset = 0
+    for g, names in enumerate(groups):
+        if per_node:
+            out.append(tuple(base + (offset + i) * step for i in range(len(names))))
+            offset += len(names)
+        else:
+            out.append(tuple([base + g * step] * len(names)))
+    return tuple(out)
+
+
+def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
+    """Read the job's node lists from Slurm's variables."""
+    job_id = _int(env, "SLURM_HET_JOB_ID") if env.get("SLURM_HET_JOB_ID") else _int(env, "SLURM_JOB_ID")
+    n = len(plan.components)
+    if n == 1:
+        nodelists = [env.get("SLURM_JOB_NODELIST_HET_GROUP_0") or _get(env, "SLURM_JOB_NODELIST")]
+        partitions = [env.get("SLURM_JOB_PARTITION", "")]
+    else:
+        if not env.get("SLURM_JOB_NODELIST_HET_GROUP_0"):
+            raise ContractError(
+                f"mode {plan.mode} runs as a heterogeneous job, but SLURM_JOB_NODELIST_HET_GROUP_0 is not set"
+            )
+        nodelists = [_get(env, f"SLURM_JOB_NODELIST_HET_GROUP_{g}") for g in range(n)]
+        partitions = [
+            env.get(f"SLURM_JOB_PARTITION_HET_GROUP_{g}", env.get("SLURM_JOB_PARTITION", "")) for g in range(n)
+        ]
+    groups = tuple(tuple(expand(text)) for text in nodelists)
+    for comp, names in zip(plan.components, groups, strict=True):
+        if len(names) != comp.nodes:
+            raise ContractError(
+                f"component {comp.name} expects {comp.nodes} nodes but Slurm gave {len(names)}: {','.join(names)[:200]}"
+            )
+    per_node = env.get("TI_SLURM_PORT_PER_NODE") == "1"
+    return JobLayout(job_id, groups, job_ports(plan, job_id, groups, per_node), tuple(partitions), make_resolver(env))
+
+
+def rdma_env(plan: JobPlan, partition: str) -> dict[str, str]:
+    """The NCCL RDMA variables for a node on ``partition`` (empty when RDMA is off)."""
+    on = plan.rdma == "on" or (plan.rdma == "auto" and partition in plan.rdma_partitions)
+    if not on:
+        return {}
+    out = dict(RDMA_ENV)
+    out.update(plan.nccl_overrides.get("*", {}))
+    out.update(plan.nccl_overrides.get(partition, {}))
+    return out
+
+
+def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: str) -> NodeContract:
+    """This node's contract: the node is ``SLURM_NODEID`` within component ``group``."""
+    from ti_slurm.modes import MODES
+
+    layout = job_layout(plan, env)
+    if not 0 <= group < len(layout.groups):
+        raise ContractError(f"group {group} is not a component of this {plan.mode} job")
+    index = _int(env, "SLURM_NODEID")
+    if index >= len(layout.groups[group]):
+        raise ContractError(f"SLURM_NODEID={index} is outside component {plan.components[group].name}")
+    ctx = NodeContext(plan, layout, group, index, job_dir)
+    mode = MODES[plan.mode]
+    contract_env = common_env(ctx)
+    contract_env.update(mode.node_env(ctx))
+    contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
+    return NodeContract(
+        env=contract_env,
+        defaults=rdma_env(plan, layout.partitions[group]),
+        hostfile=mode.hostfile(ctx),
+        node=ctx.name,
+        index=index,
+        role=contract_env["TI_SLURM_ROLE"],
+        runs_command=mode.runs_command(ctx),
+    )
+
+
+def common_env(ctx: NodeContext) -> dict[str, str]:
+    """Variables every mode shares: NODE_LIST, INDEX, GPU counts."""
+    plan, layout = ctx.plan, ctx.layout
+    node_list = ",".join(
+        f"{name}:{comp.gpus_per_node}"
+        for comp, names in zip(plan.components, layout.groups, strict=True)
+        for name in names
+    )
+    return {
+        "NODE_LIST": node_list,
+        "INDEX": str(ctx.global_index),
+        "GPU_NUM": str(sum(c.gpus_per_node * c.nodes for c in plan.components)),
+        "GPU_NUM_PER_NODE": str(plan.components[ctx.group].gpus_per_node),
+        "TI_SLURM_MODE": plan.mode,
+        "TI_SLURM_JOB_DIR": ctx.job_dir,
+        "TI_SLURM_GROUP": plan.components[ctx.group].name,
+    }
+
+
+def apply(contract: NodeContract, base: Mapping[str, str], user_env: Mapping[str, str]) -> dict[str, str]:
+    """The full environment for the command: RDMA defaults < inherited and user env < contract."""
+    out = dict(contract.defaults)
+    out.update(base)
+    out.update(user_env)
+    out.update(contract.env)
+    return out

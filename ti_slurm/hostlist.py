@@ -1,0 +1,159 @@
+"""Slurm hostlists: ``expand`` and ``compress`` with Slurm's own semantics.
+
+- Items are separated by commas outside brackets; order and duplicates kept.
+- ``[lo-hi,n,...]`` ranges take their zero-padding width from the low bound
+  (``node[1-010]`` is node1..node10, ``n[009-011]`` is n009..n011).
+- Several bracket groups expand as a cartesian product, leftmost slowest
+  (``rack[0-1]_blade[0-2]``), and text may follow a bracket (``n[1-2]-ib``).
+- Like Slurm, one range holds at most 65536 names.
+
+Stricter than Slurm where Slurm is lenient: empty items, whitespace, empty or
+reversed ranges and unbalanced brackets raise :class:`HostlistError`.
+Imports only the standard library: this runs in every job step.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ti_slurm.errors import HostlistError
+
+MAX_RANGE = 65536
+MAX_NAMES = 1 << 20
+
+_NAME_CHARS = re.compile(r"[A-Za-z0-9._\-]*")
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
+_TASKS = re.compile(r"(\d+)(?:\(x(\d+)\))?")
+
+
+def expand(text: str) -> list[str]:
+    """Expand a Slurm hostlist into names, in order, duplicates kept."""
+    if not text:
+        raise HostlistError(text, text, "empty hostlist")
+    names: list[str] = []
+    for item in _split_top(text):
+        if not item:
+            raise HostlistError(text, text, "empty item (two commas, or a comma at an end)")
+        names.extend(_expand_item(text, item))
+        if len(names) > MAX_NAMES:
+            raise HostlistError(text, item, f"more than {MAX_NAMES} names")
+    return names
+
+
+def _split_top(text: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            if depth:
+                raise HostlistError(text, text[start : i + 1], "nested '['")
+            depth = 1
+        elif ch == "]":
+            if not depth:
+                raise HostlistError(text, text[start : i + 1], "']' without '['")
+            depth = 0
+        elif ch == "," and not depth:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise HostlistError(text, text[start:], "unclosed '['")
+    items.append(text[start:])
+    return items
+
+
+def _expand_item(text: str, item: str) -> list[str]:
+    # Split "a[1-2]b[3]c" into literal and bracket parts.
+    parts: list[list[str]] = []
+    pos = 0
+    while pos < len(item):
+        lb = item.find("[", pos)
+        literal = item[pos:] if lb < 0 else item[pos:lb]
+        if _NAME_CHARS.fullmatch(literal) is None:
+            raise HostlistError(text, item, "a host name may only hold letters, digits, '.', '_' and '-'")
+        if literal:
+            parts.append([literal])
+        if lb < 0:
+            break
+        rb = item.index("]", lb)
+        parts.append(_expand_ranges(text, item, item[lb + 1 : rb]))
+        pos = rb + 1
+    if not parts or (len(parts) == 1 and item.startswith("[")):
+        raise HostlistError(text, item, "a bracket needs a name before it")
+    if len(parts) == 1:
+        return parts[0]
+    result = [""]
+    for choices in parts:
+        if len(result) * len(choices) > MAX_NAMES:
+            raise HostlistError(text, item, f"more than {MAX_NAMES} names")
+        result = [head + tail for head in result for tail in choices]
+    return result
+
+
+def _expand_ranges(text: str, item: str, body: str) -> list[str]:
+    out: list[str] = []
+    for rng in body.split(","):
+        m = _RANGE.fullmatch(rng)
+        if m is None:
+            raise HostlistError(text, f"[{body}]", f"range {rng!r} is not N or N-M")
+        lo_s, hi_s = m.group(1), m.group(2)
+        lo = int(lo_s)
+        hi = lo if hi_s is None else int(hi_s)
+        if hi < lo:
+            raise HostlistError(text, f"[{body}]", f"range {rng!r} runs backwards")
+        if hi - lo + 1 > MAX_RANGE:
+            raise HostlistError(text, f"[{body}]", f"range {rng!r} holds more than {MAX_RANGE} names")
+        width = len(lo_s)
+        out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+    return out
+
+
+def compress(names: list[str]) -> str:
+    """Compress names into a hostlist that expands back to the same list.
+
+    Order is kept: only neighbours merge (``n3,n1,n2`` -> ``n[3,1-2]``), as
+    ``scontrol show hostlist`` does.
+    """
+    # runs: (prefix, [(lo, hi, width), ...]) or (name, None) for names without digits
+    groups: list[tuple[str, list[list[int]] | None]] = []
+    for name in names:
+        if not name or _NAME_CHARS.fullmatch(name) is None:
+            raise HostlistError(",".join(names)[:80], name, "not a plain host name")
+        m = _TRAILING_DIGITS.match(name)
+        if m is None:
+            groups.append((name, None))
+            continue
+        prefix, digits = m.group(1), m.group(2)
+        num = int(digits)
+        last = groups[-1] if groups else None
+        if last is not None and last[0] == prefix and last[1] is not None:
+            _, hi, width = last[1][-1]
+            if num == hi + 1 and digits == str(num).zfill(width):
+                last[1][-1][1] = num
+            else:
+                last[1].append([num, num, len(digits)])
+        else:
+            groups.append((prefix, [[num, num, len(digits)]]))
+    out = []
+    for prefix, ranges in groups:
+        if ranges is None:
+            out.append(prefix)
+            continue
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            out.append(prefix + str(ranges[0][0]).zfill(ranges[0][2]))
+            continue
+        body = ",".join(
+            str(lo).zfill(w) if lo == hi else f"{str(lo).zfill(w)}-{str(hi).zfill(w)}" for lo, hi, w in ranges
+        )
+        out.append(f"{prefix}[{body}]")
+    return ",".join(out)
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """Expand ``SLURM_TASKS_PER_NODE`` (``2(x3),1`` -> ``[2, 2, 2, 1]``)."""
+    counts: list[int] = []
+    for part in text.split(","):
+        m = _TASKS.fullmatch(part)
+        if m is None:
+            raise HostlistError(text, part, "expected N or N(xM)")
+        counts.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return counts

@@ -1,0 +1,44 @@
+"""TensorFlow PS-Worker: two components, ``ps`` then ``worker``.
+
+Every task gets ``TF_CONFIG`` with the ``ip:port`` of every ps and worker
+task and its own ``task.type``/``task.index``. Parameter servers never exit
+by themselves: the job is done when every worker has exited 0, then the ps
+tasks are stopped and the job succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ti_slurm.contract import NodeContext
+from ti_slurm.modes import Rule
+
+RULE = Rule(required=("worker",))
+PORTS_PER_JOB = 8
+PORTS_PER_NODE = 1
+
+
+def role(ctx: NodeContext) -> str:
+    return ctx.plan.components[ctx.group].name
+
+
+def tf_config(ctx: NodeContext) -> str:
+    addr = ctx.layout.addr
+    cluster = {
+        comp.name: [f"{addr(n)}:{ctx.port(g, i)}" for i, n in enumerate(ctx.layout.groups[g])]
+        for g, comp in enumerate(ctx.plan.components)
+    }
+    task = {"type": role(ctx), "index": ctx.index}
+    return json.dumps({"cluster": cluster, "task": task, "environment": "cloud"}, separators=(",", ":"))
+
+
+def node_env(ctx: NodeContext) -> dict[str, str]:
+    return {"TF_CONFIG": tf_config(ctx)}
+
+
+def hostfile(ctx: NodeContext) -> str | None:
+    return None
+
+
+def runs_command(ctx: NodeContext) -> bool:
+    return True

@@ -1,0 +1,152 @@
+"""Ray: a head component and up to five worker groups.
+
+``HEAD_ADDR``/``HEAD_PORT`` name the head, ``RANK`` and ``INDEX`` are the
+node's place (head = 0). Every node joins the Ray cluster with the custom
+resource ``Rank:<rank>``, so ``@ray.remote(resources={"Rank:1": 0.001})``
+lands on the node with RANK 1. The command runs on the head only, once every
+node has joined, with ``RAY_ADDRESS`` set so a bare ``ray.init()`` connects.
+The head's exit code is the job's; workers are stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from ti_slurm.contract import NodeContext, NodeContract
+from ti_slurm.modes import Rule
+from ti_slurm.plan import JobPlan
+
+RULE = Rule(required=("head",))
+PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metrics and worker ports
+PORTS_PER_JOB = 6 * PORTS_PER_NODE
+
+
+def role(ctx: NodeContext) -> str:
+    return "head" if ctx.group == 0 else "worker"
+
+
+def node_env(ctx: NodeContext) -> dict[str, str]:
+    head_addr = ctx.layout.addr(ctx.layout.groups[0][0])
+    head_port = ctx.port(0)
+    env = {
+        "HEAD_ADDR": head_addr,
+        "HEAD_PORT": str(head_port),
+        "RANK": str(ctx.global_index),
+        "TI_SLURM_RAY_PORT_BASE": str(ctx.port(ctx.group, ctx.index)),
+        "TI_SLURM_RAY_NODE_IP": ctx.layout.addr(ctx.name),
+        "TI_SLURM_RAY_CPUS": str(ctx.plan.components[ctx.group].cpus_per_node),
+        "TI_SLURM_RAY_GPUS": str(ctx.plan.components[ctx.group].gpus_per_node),
+    }
+    if ctx.group == 0:
+        env["RAY_ADDRESS"] = f"{head_addr}:{head_port}"
+    return env
+
+
+def hostfile(ctx: NodeContext) -> str | None:
+    return None
+
+
+def runs_command(ctx: NodeContext) -> bool:
+    return ctx.group == 0
+
+
+def ray_start_args(env: dict[str, str], head: bool) -> list[str]:
+    """``ray start`` arguments with every port taken from this job's block (no clashes between jobs)."""
+    base = int(env["TI_SLURM_RAY_PORT_BASE"])
+    args = [
+        "ray",
+        "start",
+        f"--node-ip-address={env['TI_SLURM_RAY_NODE_IP']}",
+        f"--num-cpus={env['TI_SLURM_RAY_CPUS']}",
+        f"--num-gpus={env['TI_SLURM_RAY_GPUS']}",
+        f'--resources={{"Rank:{env["RANK"]}": 1}}',
+        f"--node-manager-port={base + 1}",
+        f"--object-manager-port={base + 2}",
+        f"--dashboard-agent-grpc-port={base + 3}",
+        f"--dashboard-agent-listen-port={base + 4}",
+        f"--metrics-export-port={base + 5}",
+        f"--runtime-env-agent-port={base + 6}",
+        f"--min-worker-port={base + 8}",
+        f"--max-worker-port={base + PORTS_PER_NODE - 1}",
+        f"--object-store-memory={env.get('TI_SLURM_RAY_OBJECT_STORE', str(100 * 1024 * 1024))}",
+        "--disable-usage-stats",
+    ]
+    if head:
+        args += [
+            "--head",
+            f"--port={env['HEAD_PORT']}",
+            f"--ray-client-server-port={base + 7}",
+            "--include-dashboard=false",
+        ]
+    else:
+        args += [f"--address={env['HEAD_ADDR']}:{env['HEAD_PORT']}", "--block"]
+    return args
+
+
+def run_ray_node(plan: JobPlan, contract: NodeContract, env: dict[str, str], record: Callable[[int], None]) -> int:
+    """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block."""
+    from ti_slurm.step import run_command, wait_for_master
+
+    if contract.role == "worker":
+        if not wait_for_master(env["HEAD_ADDR"], int(env["HEAD_PORT"]), plan.rendezvous_timeout):
+            print(
+                f"ti-slurm: Ray head {env['HEAD_ADDR']}:{env['HEAD_PORT']} did not come up", file=sys.stderr, flush=True
+            )
+            record(124)
+            return 124
+        code = run_command(_join(ray_start_args(env, head=False)), env, plan.workdir, plan.stop_grace)
+        record(code)
+        return code
+    started = subprocess.run(ray_start_args(env, head=True), env=env, cwd=plan.workdir or None, check=False)
+    if started.returncode != 0:
+        record(started.returncode)
+        return started.returncode
+    try:
+        probe = [
+            sys.executable,
+            "-m",
+            "ti_slurm.modes.ray",
+            env["RAY_ADDRESS"],
+            str(plan.total_nodes),
+            str(plan.rendezvous_timeout),
+        ]
+        joined = subprocess.run(probe, env=env, check=False)
+        if joined.returncode != 0:
+            record(124)
+            return 124
+        code = run_command(plan.command, env, plan.workdir, plan.stop_grace)
+        record(code)
+        return code
+    finally:
+        subprocess.run(["ray", "stop", "--force"], env=env, check=False, capture_output=True)
+
+
+def _join(args: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def wait_for_nodes(address: str, expected: int, timeout: float) -> int:
+    """Poll the Ray cluster until ``expected`` nodes are alive; 0 on success."""
+    import ray
+
+    ray.init(address=address, logging_level="ERROR")
+    deadline = time.monotonic() + timeout
+    alive = 0
+    while time.monotonic() < deadline:
+        alive = sum(1 for n in ray.nodes() if n.get("Alive"))
+        if alive >= expected:
+            ray.shutdown()
+            return 0
+        time.sleep(0.5)
+    print(f"ti-slurm: only {alive} of {expected} Ray nodes joined within {timeout:.0f}s", file=sys.stderr, flush=True)
+    ray.shutdown()
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(wait_for_nodes(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))

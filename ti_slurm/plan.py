@@ -1,0 +1,139 @@
+"""The job plan: what a spec becomes once decided, as plain data.
+
+``make_plan(spec, site)`` is pure. The plan travels into the job as JSON and is
+read back with :meth:`JobPlan.from_json`, which needs only the standard
+library (this module imports nothing heavy at run time).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ti_slurm.site import SiteConfig
+    from ti_slurm.spec import GroupSpec, JobSpec
+
+PLAN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Component:
+    """One role group of nodes; a heterogeneous job component when there are several."""
+
+    name: str  # ddp | mpi | horovod | ps | worker | head | worker1..worker5
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    mem: str | None = None
+    partition: str | None = None
+
+    @property
+    def slots(self) -> int:
+        """Processes per node for hostfiles and NODE_IP_SLOT_LIST: one per GPU, at least one."""
+        return max(self.gpus_per_node, 1)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything the job needs, decided before submission."""
+
+    name: str
+    mode: str
+    command: str
+    components: tuple[Component, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    rdma: str = "auto"  # auto | on | off
+    rdma_partitions: tuple[str, ...] = ()
+    nccl_overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # partition or "*" -> vars
+    master_port: int | None = None
+    port_range: tuple[int, int] = (61000, 65535)
+    rendezvous_timeout: int = 300
+    stop_grace: int = 10
+    output_dir: str = "ti-slurm-jobs"
+    workdir: str | None = None
+    python: str = sys.executable
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    sbatch: dict[str, str | int | bool] = field(default_factory=dict)
+    version: int = PLAN_VERSION
+
+    @property
+    def heterogeneous(self) -> bool:
+        return len(self.components) > 1
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(c.nodes for c in self.components)
+
+    def to_json(self) -> str:
+        """One line of JSON (no raw newlines, so it is safe inside a quoted heredoc)."""
+        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True, ensure_ascii=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobPlan:
+        data: dict[str, Any] = json.loads(text)
+        if data.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan version {data.get('version')} is not {PLAN_VERSION}")
+        data["components"] = tuple(Component(**c) for c in data["components"])
+        data["rdma_partitions"] = tuple(data["rdma_partitions"])
+        data["port_range"] = tuple(data["port_range"])
+        return cls(**data)
+
+
+def _component(name: str, group: GroupSpec | None, spec: JobSpec) -> Component:
+    def pick(attr: str) -> Any:
+        value = getattr(group, attr, None) if group is not None else None
+        return getattr(spec, attr) if value is None else value
+
+    return Component(
+        name=name,
+        nodes=group.nodes if group is not None else (spec.nodes or 1),
+        gpus_per_node=int(pick("gpus_per_node")),
+        cpus_per_node=int(pick("cpus_per_node")),
+        mem=pick("mem"),
+        partition=pick("partition"),
+    )
+
+
+def components_for(spec: JobSpec) -> tuple[Component, ...]:
+    """The role groups of a spec, in heterogeneous-component order."""
+    if spec.mode == "ps-worker":
+        return (_component("ps", spec.ps, spec), _component("worker", spec.worker, spec))
+    if spec.mode == "ray":
+        head = _component("head", spec.head, spec)
+        workers = [_component(f"worker{i + 1}", g, spec) for i, g in enumerate(spec.worker_groups or [])]
+        return (head, *workers)
+    return (_component(spec.mode, None, spec),)
+
+
+def make_plan(spec: JobSpec, site: SiteConfig | None = None, *, python: str | None = None) -> JobPlan:
+    """Decide a job from a validated spec and the site config. Pure."""
+    from ti_slurm.site import SiteConfig
+
+    site = site or SiteConfig()
+    return JobPlan(
+        name=spec.name,
+        mode=spec.mode,
+        command=spec.command,
+        components=components_for(spec),
+        env=dict(spec.env),
+        rdma=spec.rdma,
+        rdma_partitions=tuple(site.rdma_partitions),
+        nccl_overrides={k: dict(v) for k, v in site.nccl.items()},
+        master_port=spec.master_port,
+        port_range=(site.port_min, site.port_max),
+        rendezvous_timeout=spec.rendezvous_timeout,
+        output_dir=spec.output_dir,
+        workdir=spec.workdir,
+        python=spec.python or python or site.python or sys.executable,
+        partition=spec.partition,
+        account=spec.account,
+        qos=spec.qos,
+        time=spec.time,
+        sbatch=dict(spec.sbatch),
+    )

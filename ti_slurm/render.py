@@ -1,0 +1,97 @@
+"""Render a :class:`JobPlan` into an sbatch script (pure).
+
+The template lives in ``templates/sbatch/`` and renders with StrictUndefined.
+User text never becomes template source: it reaches the template only as
+data, and is quoted on the way out (``shq`` for shell words, ``sbatch_value``
+for ``#SBATCH`` lines). The plan itself travels as one line of JSON in a
+quoted heredoc, so nothing in it is expanded by the shell.
+"""
+
+from __future__ import annotations
+
+import shlex
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from ti_slurm import __version__
+from ti_slurm.plan import Component, JobPlan
+
+_TEMPLATE_DIRS = (
+    Path(__file__).resolve().parent / "templates" / "sbatch",  # installed wheel
+    Path(__file__).resolve().parent.parent / "templates" / "sbatch",  # source checkout
+)
+
+
+def sbatch_value(value: object) -> str:
+    """Quote a value for an ``#SBATCH`` line the way sbatch's parser unquotes it."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if any(ch in text for ch in "\n\r\x00"):
+        raise ValueError(f"an #SBATCH value cannot hold a line break or NUL: {text!r}")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def slurm_filename(path: str) -> str:
+    """Escape ``%`` so sbatch's filename patterns leave a user's path alone."""
+    return path.replace("\\", "\\\\").replace("%", "%%")
+
+
+def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
+    lines: list[str] = []
+
+    def opt(name: str, value: object) -> None:
+        lines.append(f"--{name}={sbatch_value(value)}")
+
+    if first:
+        opt("job-name", plan.name)
+        opt("output", f"{slurm_filename(plan.output_dir)}/slurm-%j.out")
+    opt("nodes", comp.nodes)
+    opt("ntasks-per-node", 1)
+    opt("cpus-per-task", comp.cpus_per_node)
+    if comp.gpus_per_node:
+        opt("gres", f"gpu:{comp.gpus_per_node}")
+    if comp.mem:
+        opt("mem", comp.mem)
+    partition = comp.partition or plan.partition
+    if partition:
+        opt("partition", partition)
+    for name in ("account", "qos", "time"):
+        value = getattr(plan, name)
+        if value:
+            opt(name, value)
+    for name, value in sorted(plan.sbatch.items()):
+        if value is True:
+            lines.append(f"--{name}")
+        elif value is not False:
+            opt(name, value)
+    return lines
+
+
+@cache
+def _template() -> jinja2.Template:
+    for folder in _TEMPLATE_DIRS:
+        if (folder / "job.sh.j2").is_file():
+            env = jinja2.Environment(
+                loader=jinja2.FileSystemLoader(str(folder)),
+                undefined=jinja2.StrictUndefined,
+                autoescape=False,
+                keep_trailing_newline=True,
+            )
+            env.filters["shq"] = shlex.quote
+            return env.get_template("job.sh.j2")
+    raise FileNotFoundError("templates/sbatch/job.sh.j2 is missing from the installation")
+
+
+def render(plan: JobPlan) -> str:
+    """The sbatch script for ``plan``."""
+    components = [{"sbatch": _component_lines(plan, c, i == 0)} for i, c in enumerate(plan.components)]
+    return _template().render(
+        version=__version__,
+        plan=plan,
+        components=components,
+        output_dir=plan.output_dir,
+        workdir=plan.workdir,
+        python=plan.python,
+        plan_json=plan.to_json(),
+    )

@@ -1,0 +1,277 @@
+"""The user's job spec: pydantic models, loading and one-line validation errors.
+
+A spec names a training mode, a start command and the nodes of each role::
+
+    name: demo
+    mode: ddp            # ddp | mpi | horovod | ps-worker | ray
+    command: python train.py --epochs 1
+    nodes: 2
+    gpus_per_node: 8
+
+Multi-role modes give each role its own resources (``ps``/``worker`` for
+ps-worker, ``head``/``worker_groups`` for ray); top-level ``gpus_per_node``,
+``cpus_per_node`` and ``mem`` are then defaults for every role.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ti_slurm.errors import SpecError
+
+Mode = Literal["ddp", "mpi", "horovod", "ps-worker", "ray"]
+MODES: tuple[str, ...] = ("ddp", "mpi", "horovod", "ps-worker", "ray")
+SINGLE_GROUP_MODES = ("ddp", "mpi", "horovod")
+MAX_RAY_WORKER_GROUPS = 5  # the TI platform allows at most 5 worker groups
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SLURM_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # partition, account, qos
+_MEM = re.compile(r"\d+[KMGT]?")
+_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE")
+_SBATCH_OPTION = re.compile(r"[a-z][a-z0-9-]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# sbatch options ti-slurm sets itself; `sbatch:` may not set them.
+MANAGED_SBATCH_OPTIONS = frozenset(
+    (
+        "nodes ntasks ntasks-per-node cpus-per-task gres gpus gpus-per-node mem partition account qos time "
+        "job-name output error chdir export export-file wrap hetjob het-group array parsable wait open-mode comment"
+    ).split()
+)
+
+
+def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
+    bad = _CONTROL.search(value.replace("\n", "").replace("\t", "") if allow_newline else value)
+    if bad:
+        raise ValueError(
+            f"holds the control character {bad.group()!r}; names, paths and options must be one plain line"
+        )
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class GroupSpec(_Strict):
+    """Resources of one role (a Slurm heterogeneous job component)."""
+
+    nodes: int = Field(default=1, ge=1, le=65536)
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64)
+    cpus_per_node: float | None = Field(default=None, gt=0, le=4096)
+    mem: str | None = None
+    partition: str | None = None
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        if v is not None and not _MEM.fullmatch(v):
+            raise ValueError("expected a Slurm memory size such as 16G or 4096M")
+        return v
+
+    @field_validator("partition")
+    @classmethod
+    def _partition(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_WORD.fullmatch(v):
+            raise ValueError("expected a Slurm partition name (letters, digits, . _ : + -)")
+        return v
+
+
+class RemoteSpec(_Strict):
+    """Where ``--host`` submission goes by default (see the README)."""
+
+    host: str
+    workdir: str | None = None
+
+
+class JobSpec(_Strict):
+    """A whole training job, as a user writes it."""
+
+    name: str = "ti-slurm"
+    mode: Mode
+    command: str = Field(min_length=1)
+    # single-group modes (ddp, mpi, horovod); defaults for every role otherwise
+    nodes: int | None = Field(default=None, ge=1, le=65536)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    cpus_per_node: float = Field(default=1, gt=0, le=4096)
+    mem: str | None = None
+    # multi-role modes
+    ps: GroupSpec | None = None
+    worker: GroupSpec | None = None
+    head: GroupSpec | None = None
+    worker_groups: list[GroupSpec] | None = None
+    # Slurm placement
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    sbatch: dict[str, str | int | bool] = Field(default_factory=dict)
+    # the job's files and environment
+    output_dir: str = "ti-slurm-jobs"
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    python: str | None = None
+    # the platform contract
+    rdma: Literal["auto", "on", "off"] = "auto"
+    master_port: int | None = Field(default=None, ge=1024, le=65535)
+    rendezvous_timeout: int = Field(default=300, ge=1, le=86400)
+    remote: RemoteSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.fullmatch(v):
+            raise ValueError("a job name is 1-128 of letters, digits, '.', '_', '-', starting with a letter or digit")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the start command is empty")
+        return _reject_control("command", v, allow_newline=True)
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        return GroupSpec._mem(v)
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _slurm_word(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_WORD.fullmatch(v):
+            raise ValueError("expected a Slurm name (letters, digits, . _ : + -)")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None and not _TIME.fullmatch(v):
+            raise ValueError("expected a Slurm time limit: MM, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED")
+        return v
+
+    @field_validator("output_dir", "workdir", "python")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("an empty path")
+        return _reject_control("path", v)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not _ENV_NAME.fullmatch(key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+            if "\x00" in value:
+                raise ValueError(f"the value of {key} holds a NUL byte")
+        return v
+
+    @field_validator("sbatch")
+    @classmethod
+    def _sbatch(cls, v: dict[str, str | int | bool]) -> dict[str, str | int | bool]:
+        for key, value in v.items():
+            if not _SBATCH_OPTION.fullmatch(key):
+                raise ValueError(f"{key!r} is not an sbatch long option name (write it without '--')")
+            if key in MANAGED_SBATCH_OPTIONS:
+                raise ValueError(f"--{key} is set by ti-slurm from the spec; use the spec's own field")
+            if isinstance(value, str):
+                _reject_control(f"sbatch.{key}", value)
+        return v
+
+    @model_validator(mode="after")
+    def _roles_fit_mode(self) -> JobSpec:
+        # Raised as SpecError (not ValueError) so the message names the exact field.
+        multi = {"ps": self.ps, "worker": self.worker, "head": self.head, "worker_groups": self.worker_groups}
+        allowed = {"ps-worker": ("ps", "worker"), "ray": ("head", "worker_groups")}.get(self.mode, ())
+        for key, value in multi.items():
+            if value is not None and key not in allowed:
+                raise SpecError(key, self.mode, f"{key!r} belongs to another mode; mode {self.mode} does not take it")
+        if self.mode in SINGLE_GROUP_MODES and self.nodes is None:
+            raise SpecError("nodes", None, f"mode {self.mode} needs 'nodes' (how many nodes run the command)")
+        if self.mode not in SINGLE_GROUP_MODES and self.nodes is not None:
+            raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
+        if self.mode == "ps-worker":
+            for key in ("ps", "worker"):
+                if multi[key] is None:
+                    raise SpecError(key, None, "mode ps-worker needs both 'ps' and 'worker' (each at least 1 node)")
+        if self.mode == "ray":
+            if self.head is not None and self.head.nodes != 1:
+                raise SpecError("head.nodes", self.head.nodes, "a Ray cluster has exactly one head node")
+            groups = self.worker_groups or []
+            if len(groups) > MAX_RAY_WORKER_GROUPS:
+                raise SpecError(
+                    "worker_groups", f"{len(groups)} groups", f"Ray takes at most {MAX_RAY_WORKER_GROUPS} worker groups"
+                )
+        for where, cpus in self._cpu_counts():
+            if cpus != int(cpus):
+                if self.mode == "ray":
+                    why = f"Ray schedules whole CPUs and would truncate {cpus} to {int(cpus)}; use an integer"
+                else:
+                    why = "Slurm allocates whole CPUs; use an integer"
+                raise SpecError(where, cpus, why)
+        return self
+
+    def _cpu_counts(self) -> list[tuple[str, float]]:
+        counts = [("cpus_per_node", self.cpus_per_node)]
+        for key in ("ps", "worker", "head"):
+            group = getattr(self, key)
+            if group is not None and group.cpus_per_node is not None:
+                counts.append((f"{key}.cpus_per_node", group.cpus_per_node))
+        for i, group in enumerate(self.worker_groups or []):
+            if group.cpus_per_node is not None:
+                counts.append((f"worker_groups.{i}.cpus_per_node", group.cpus_per_node))
+        return counts
+
+
+def parse_spec(data: object) -> JobSpec:
+    """Validate a decoded spec document; raise :class:`SpecError` naming the field."""
+    if not isinstance(data, dict):
+        raise SpecError("", data, "a job spec is a mapping of fields (YAML or JSON object)")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _one_line(exc) from None
+
+
+def _one_line(exc: ValidationError) -> SpecError:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; see the README for the fields)"
+    return SpecError(loc or "spec", err.get("input"), msg)
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Load a YAML or JSON spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("spec", str(p), f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError("spec", str(p), "not UTF-8 text") from None
+    if p.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError("spec", str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise SpecError("spec", str(p), f"invalid YAML{where}") from None
+    return parse_spec(data)
