@@ -99,6 +99,7 @@ class SlurmLauncher:
         return args + step_command(plan, group, self.plan_path, self.job_dir)
 
     def start(self, plan: JobPlan, group: int, nodes: list[int]) -> list[Step]:
+        os.makedirs(os.path.join(self.job_dir, "logs"), exist_ok=True)  # srun cannot start a step without it
         proc = subprocess.Popen(self.srun_args(plan, group, nodes), env=self.environ)
         return [Step(group, plan.components[group].name, nodes, proc)]
 
@@ -240,11 +241,22 @@ class Supervisor:
             reason = f"{step.component} step on {','.join(nodes)} exited {step.exit_code}"
         return Outcome("FAILED", reason, failed)
 
+    def missing_records(self, step: Step) -> list[int]:
+        """Nodes of ``step`` that never recorded their command's exit (a step that never really ran)."""
+        seen = {r.get("index") for r in self.node_records() if r.get("component") == step.component}
+        return [i for i in step.nodes if i not in seen]
+
     def judge(self, step: Step) -> Outcome | None:
         """Apply the mode's rule after ``step`` exited; ``None`` means keep going."""
         required = self.rule.is_required(step.component)
         if required and step.exit_code != 0:
             return self.failure(step)
+        if required and self.missing_records(step):
+            # srun can exit 0 when a task failed to launch: only node records count as success
+            names = self.launcher.node_names(step.group)
+            missing = [names[i] if i < len(names) else str(i) for i in self.missing_records(step)]
+            reason = f"{step.component} step exited {step.exit_code} but node(s) {','.join(missing)} never ran the command"
+            return Outcome("FAILED", reason, {"component": step.component, "node": ",".join(missing), "exit_code": None})
         if not required and not step.stopping:
             if self.required_commands_done():
                 return None  # shutting down after the command (Ray workers leave when the head stops)
