@@ -220,10 +220,13 @@ class Supervisor:
             for i in step.nodes
         )
 
-    def failure(self, step: Step) -> Outcome:
+    def failure(self, step: Step, any_exit: bool = False) -> Outcome:
+        """The outcome naming the first node of ``step`` that failed (or, with ``any_exit``, that exited)."""
         names = self.launcher.node_names(step.group)
         bad = [
-            r for r in self.node_records() if r["component"] == step.component and r.get("exit_code") not in (0, None)
+            r
+            for r in self.node_records()
+            if r["component"] == step.component and r.get("index") in step.nodes and (any_exit or r.get("exit_code"))
         ]
         bad.sort(key=lambda r: float(r.get("ended", 0)))  # type: ignore[arg-type]
         if bad:
@@ -254,13 +257,13 @@ class Supervisor:
         if required and self.missing_records(step):
             # srun can exit 0 when a task failed to launch: only node records count as success
             names = self.launcher.node_names(step.group)
-            missing = [names[i] if i < len(names) else str(i) for i in self.missing_records(step)]
-            reason = f"{step.component} step exited {step.exit_code} but node(s) {','.join(missing)} never ran the command"
-            return Outcome("FAILED", reason, {"component": step.component, "node": ",".join(missing), "exit_code": None})
+            missing = ",".join(names[i] if i < len(names) else str(i) for i in self.missing_records(step))
+            reason = f"{step.component} step exited {step.exit_code} but node(s) {missing} never ran the command"
+            return Outcome("FAILED", reason, {"component": step.component, "node": missing, "exit_code": None})
         if not required and not step.stopping:
             if self.required_commands_done():
                 return None  # shutting down after the command (Ray workers leave when the head stops)
-            outcome = self.failure(step)
+            outcome = self.failure(step, any_exit=True)
             outcome.reason = f"{outcome.reason} while the job was still running"
             return outcome
         if all(s.exit_code == 0 for s in self.steps if self.rule.is_required(s.component)):
@@ -311,7 +314,10 @@ class Supervisor:
             ],
         )
         self.say(f"started {len(self.steps)} step(s) for {self.plan.mode} job {self.plan.name}")
-        outcome = self._loop()
+        try:
+            outcome = self._loop()
+        except Exception as exc:  # never leave steps running behind a broken supervisor
+            outcome = Outcome("FAILED", f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
         self.stop_running()
         self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
         self.say(f"{outcome.state}: {outcome.reason}")

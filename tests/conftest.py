@@ -1,0 +1,55 @@
+"""Shared fixtures. Tiers: tests/unit, tests/golden, tests/local (real processes), tests/cluster (real Slurm)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier in ("unit", "golden", "local", "cluster"):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    """Write a YAML spec into a temporary directory and return its path."""
+
+    def write(text: str, name: str = "job.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600):
+    """Run the real ``ti-slurm`` command line."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        ["ti-slurm", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def scontrol_hostnames(text: str) -> list[str] | None:
+    """``scontrol show hostnames`` on ``text``; None where scontrol is not installed."""
+    if shutil.which("scontrol") is None:
+        return None
+    env = dict(os.environ)
+    if not Path("/etc/slurm/slurm.conf").exists() and "SLURM_CONF" not in env:
+        conf = Path("/tmp/ti-slurm-test-slurm.conf")
+        conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=n1\nPartitionName=p Nodes=n1\n")
+        env["SLURM_CONF"] = str(conf)
+    res = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, env=env, check=False)
+    if "Invalid" in res.stderr or "error" in res.stderr:
+        return []
+    return res.stdout.split()

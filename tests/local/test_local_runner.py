@@ -1,0 +1,139 @@
+"""The local runner: every simulated node a real process, same contract and success rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+
+def spec(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(body + f"\noutput_dir: {tmp_path / 'out'}\nworkdir: {tmp_path}\n")
+    return path
+
+
+def job_dir(tmp_path: Path, res: subprocess.CompletedProcess[str]) -> Path:
+    return tmp_path / "out" / res.stdout.split()[0]
+
+
+def no_process_with(marker: str) -> bool:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True, check=False).stdout
+    return out.strip() == ""
+
+
+def test_ddp_example_trains_on_two_simulated_nodes(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    res = run_cli(
+        "submit", "--local", "--wait", "examples/ddp/job.yaml", cwd=ROOT, env={"XDG_STATE_HOME": str(tmp_path)}
+    )
+    assert res.returncode == 0, res.stderr
+    jd = ROOT / "ti-slurm-jobs" / res.stdout.split()[0]
+    logs = "".join(p.read_text() for p in sorted((jd / "logs").glob("*.log")))
+    ranks = sorted(re.findall(r"rank (\d/4) on", logs))  # processes of one node share a log
+    assert ranks == ["0/4", "1/4", "2/4", "3/4"]
+    assert logs.count("in_sync=True") == 4
+
+
+def test_failing_node_fails_the_job_and_is_named(tmp_path: Path) -> None:
+    marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
+    body = f"mode: mpi\nnodes: 3\ncommand: 'if [ $INDEX = 1 ]; then sleep 1; exit 3; fi; {marker}'"
+    path = spec(tmp_path, body)
+    start = time.monotonic()
+    res = run_cli("submit", "--local", "--wait", str(path), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1
+    assert "FAILED" in res.stderr and "(index 1) exited 3" in res.stderr
+    assert time.monotonic() - start < 60
+    status = json.loads(
+        run_cli("status", res.stdout.split()[0], "--json", env={"XDG_STATE_HOME": str(tmp_path)}).stdout
+    )
+    assert status["state"] == "FAILED" and status["failed"]["exit_code"] == 3 and status["failed"]["index"] == 1
+    assert no_process_with(marker)
+
+
+def test_ps_are_stopped_after_workers_succeed(tmp_path: Path) -> None:
+    marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
+    body = (
+        "mode: ps-worker\nps: {nodes: 2}\nworker: {nodes: 2}\n"
+        f'command: \'python3 -c "import json,os; c=json.loads(os.environ[\\"TF_CONFIG\\"]); print(c[\\"task\\"])";'
+        f" if [ $TI_SLURM_ROLE = ps ]; then {marker}; fi'"
+    )
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    jd = job_dir(tmp_path, res)
+    assert "{'type': 'worker', 'index': 1}" in (jd / "logs" / "worker-1.log").read_text()
+    assert "{'type': 'ps', 'index': 0}" in (jd / "logs" / "ps-0.log").read_text()
+    events = [json.loads(x) for x in (jd / "status.jsonl").read_text().splitlines()]
+    assert events[-1]["state"] == "COMPLETED"
+    assert [e["stopped"] for e in events if e["event"] == "step-exit" and e["component"] == "ps"] == [True, True]
+    assert no_process_with(marker)
+
+
+def test_ps_dying_while_workers_run_fails_the_job(tmp_path: Path) -> None:
+    body = (
+        "mode: ps-worker\nps: {nodes: 1}\nworker: {nodes: 1}\n"
+        "command: 'if [ $TI_SLURM_ROLE = ps ]; then exit 0; fi; sleep 30'"
+    )
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1
+    assert "ps node" in res.stderr and "while the job was still running" in res.stderr
+
+
+def test_horovod_runs_on_the_launcher_only_and_takes_its_exit_code(tmp_path: Path) -> None:
+    body = "mode: horovod\nnodes: 3\ncommand: 'touch ran-$INDEX; exit 5'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "exited 5" in res.stderr
+    assert sorted(p.name for p in tmp_path.glob("ran-*")) == ["ran-0"]
+
+
+def test_workers_give_up_when_the_master_never_comes_up(tmp_path: Path) -> None:
+    body = "mode: ddp\nnodes: 2\nrendezvous_timeout: 2\ncommand: 'if [ $RANK = 0 ]; then sleep 30; fi'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "exited 124" in res.stderr
+    log = (job_dir(tmp_path, res) / "logs" / "ddp-1.log").read_text()
+    assert "rendezvous timeout: master 127.0.0.1:" in log and "within 2s" in log
+
+
+def test_cancel_stops_every_process(tmp_path: Path) -> None:
+    marker = f"sleep 8{uuid.uuid4().int % 1000:03d}"
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}")), env=env)
+    job = res.stdout.split()[0]
+    deadline = time.monotonic() + 20
+    while no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not no_process_with(marker)
+    assert run_cli("cancel", job, env=env).returncode == 0
+    deadline = time.monotonic() + 30
+    while "CANCELLED" not in run_cli("status", job, env=env).stdout and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert "CANCELLED" in run_cli("status", job, env=env).stdout
+    assert no_process_with(marker)
+
+
+def test_logs_by_node(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    res = run_cli(
+        "submit", "--local", "--wait", str(spec(tmp_path, "mode: mpi\nnodes: 2\ncommand: echo hello-$INDEX")), env=env
+    )
+    job = res.stdout.split()[0]
+    assert run_cli("logs", job, "--node", "1", env=env).stdout == "hello-1\n"
+    assert "hello-0" in run_cli("logs", job, env=env).stdout
+    bad = run_cli("logs", job, "--node", "7", env=env)
+    assert bad.returncode == 2 and "no such node" in bad.stderr
+
+
+def test_exec_outside_a_job_is_a_clear_error() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    res = subprocess.run(
+        ["ti-slurm", "exec", "--mode", "ddp", "--", "true"], env=env, capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 2 and "SLURM_JOB_NODELIST is not set" in res.stderr

@@ -1,0 +1,192 @@
+"""The platform contract per mode, from Slurm's variables (pure, no Slurm needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ti_slurm.contract import RDMA_ENV, ContractError, apply, node_contract
+from ti_slurm.plan import make_plan
+from ti_slurm.site import SiteConfig
+from ti_slurm.spec import parse_spec
+
+ADDRS = {f"gpu{i:03d}": f"10.1.0.{i}" for i in range(1, 20)}
+
+
+@pytest.fixture(autouse=True)
+def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("socket.gethostbyname", lambda name: ADDRS[name])
+
+
+def plan_of(doc: dict[str, object], site: SiteConfig | None = None):
+    return make_plan(parse_spec({"command": "train", **doc}), site)
+
+
+def single(nodelist: str, nodeid: int, job_id: int = 4242, **extra: str) -> dict[str, str]:
+    return {"SLURM_JOB_ID": str(job_id), "SLURM_JOB_NODELIST": nodelist, "SLURM_NODEID": str(nodeid), **extra}
+
+
+def het(lists: list[str], nodeid: int, job_id: int = 777, **extra: str) -> dict[str, str]:
+    env = {"SLURM_JOB_ID": str(job_id + 1), "SLURM_HET_JOB_ID": str(job_id), "SLURM_HET_SIZE": str(len(lists))}
+    env.update({f"SLURM_JOB_NODELIST_HET_GROUP_{g}": text for g, text in enumerate(lists)})
+    env["SLURM_NODEID"] = str(nodeid)
+    env.update(extra)
+    return env
+
+
+def test_ddp_contract_on_every_node() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 3, "gpus_per_node": 8})
+    envs = [node_contract(plan, single("gpu[009-011]", i), 0, "/jd").env for i in range(3)]
+    for rank, env in enumerate(envs):
+        assert env["NODE_LIST"] == "gpu009:8,gpu010:8,gpu011:8"
+        assert env["INDEX"] == env["RANK"] == str(rank)
+        assert env["MASTER_ADDR"] == "10.1.0.9"  # rank 0's address, not its name
+        assert env["WORLD_SIZE"] == "3"  # nodes, as the TI platform defines it
+        assert env["GPU_NUM"] == "24" and env["GPU_NUM_PER_NODE"] == "8"
+        assert 61000 <= int(env["MASTER_PORT"]) <= 65535
+    assert {e["MASTER_PORT"] for e in envs} == {envs[0]["MASTER_PORT"]}
+    assert [e["TI_SLURM_ROLE"] for e in envs] == ["master", "worker", "worker"]
+
+
+def test_rank_comes_from_nodeid_not_from_addresses() -> None:
+    # Two names sharing one address (containers, several NICs) still get distinct ranks.
+    ADDRS["gpu018"] = ADDRS["gpu019"] = "10.9.9.9"
+    plan = plan_of({"mode": "ddp", "nodes": 2})
+    ranks = [node_contract(plan, single("gpu[018-019]", i), 0, "/jd").env["RANK"] for i in range(2)]
+    assert ranks == ["0", "1"]
+
+
+def test_master_port_override() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 2, "master_port": 23456})
+    assert node_contract(plan, single("gpu[001-002]", 1), 0, "/jd").env["MASTER_PORT"] == "23456"
+
+
+@pytest.mark.parametrize("job_id", [0, 1, 4535, 4536, 99999, 2**31 - 1])
+def test_ports_stay_outside_the_ephemeral_range(job_id: int) -> None:
+    plan = plan_of({"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}})
+    cfg = json.loads(node_contract(plan, het(["gpu001", "gpu[002-003]"], 0, job_id), 0, "/jd").env["TF_CONFIG"])
+    ports = {int(a.rsplit(":", 1)[1]) for role in cfg["cluster"].values() for a in role}
+    assert all(p > 60999 and p <= 65535 for p in ports)
+    assert len(ports) == 2  # ps and worker never collide, even if they share a node
+
+
+def test_mpi_hostfile_and_ip_slot_list() -> None:
+    plan = plan_of({"mode": "mpi", "nodes": 2, "gpus_per_node": 4})
+    c = node_contract(plan, single("gpu[001-002]", 1), 0, "/jobdir")
+    assert c.hostfile == "gpu001 slots=4\ngpu002 slots=4\n"
+    assert c.env["NODE_IP_SLOT_LIST"] == "10.1.0.1:4,10.1.0.2:4"
+    assert c.env["OMPI_MCA_orte_default_hostfile"] == c.env["PRTE_MCA_prte_default_hostfile"] == "/jobdir/hostfile"
+    assert c.env["GPU_NUM"] == "8" and c.env["GPU_NUM_PER_NODE"] == "4"
+    assert c.role == "worker" and c.runs_command
+
+
+def test_mpi_slots_are_one_per_node_without_gpus() -> None:
+    plan = plan_of({"mode": "mpi", "nodes": 2})
+    assert node_contract(plan, single("gpu[001-002]", 0), 0, "/jd").env["NODE_IP_SLOT_LIST"] == "10.1.0.1:1,10.1.0.2:1"
+
+
+def test_horovod_runs_the_command_on_the_launcher_only() -> None:
+    plan = plan_of({"mode": "horovod", "nodes": 3, "gpus_per_node": 1})
+    contracts = [node_contract(plan, single("gpu[001-003]", i), 0, "/jd") for i in range(3)]
+    assert [c.runs_command for c in contracts] == [True, False, False]
+    assert [c.role for c in contracts] == ["launcher", "worker", "worker"]
+
+
+def test_ps_worker_tf_config_on_every_task() -> None:
+    plan = plan_of({"mode": "ps-worker", "ps": {"nodes": 2}, "worker": {"nodes": 2, "gpus_per_node": 1}})
+    lists = ["gpu[001-002]", "gpu[003-004]"]
+    seen = []
+    for group in (0, 1):
+        for i in (0, 1):
+            env = node_contract(plan, het(lists, i), group, "/jd").env
+            cfg = json.loads(env["TF_CONFIG"])
+            seen.append((cfg["task"]["type"], cfg["task"]["index"], env["INDEX"]))
+            assert cfg["environment"] == "cloud"
+            assert [a.split(":")[0] for a in cfg["cluster"]["ps"]] == ["10.1.0.1", "10.1.0.2"]
+            assert [a.split(":")[0] for a in cfg["cluster"]["worker"]] == ["10.1.0.3", "10.1.0.4"]
+            assert env["NODE_LIST"] == "gpu001:0,gpu002:0,gpu003:1,gpu004:1"
+    assert seen == [("ps", 0, "0"), ("ps", 1, "1"), ("worker", 0, "2"), ("worker", 1, "3")]
+
+
+def test_ray_head_and_worker_groups() -> None:
+    plan = plan_of(
+        {"mode": "ray", "head": {"cpus_per_node": 2}, "worker_groups": [{"nodes": 2}, {"nodes": 1, "gpus_per_node": 1}]}
+    )
+    lists = ["gpu001", "gpu[002-003]", "gpu004"]
+    out = []
+    for group, count in ((0, 1), (1, 2), (2, 1)):
+        for i in range(count):
+            c = node_contract(plan, het(lists, i), group, "/jd")
+            out.append((c.role, c.env["RANK"], c.env["INDEX"], c.runs_command))
+            assert c.env["HEAD_ADDR"] == "10.1.0.1"
+            assert ("RAY_ADDRESS" in c.env) == (group == 0)
+    assert out == [
+        ("head", "0", "0", True),
+        ("worker", "1", "1", False),
+        ("worker", "2", "2", False),
+        ("worker", "3", "3", False),
+    ]
+
+
+def test_two_ray_jobs_get_disjoint_port_blocks() -> None:
+    plan = plan_of({"mode": "ray", "worker_groups": [{"nodes": 1}]})
+
+    def block(job_id: int) -> set[int]:
+        env = node_contract(plan, het(["gpu001", "gpu002"], 0, job_id), 0, "/jd").env
+        base = int(env["TI_SLURM_RAY_PORT_BASE"])
+        return set(range(base, base + 16))
+
+    assert not block(1000) & block(1001)
+
+
+RDMA_SITE = SiteConfig(rdma_partitions=("rdma",), nccl={"rdma": {"NCCL_IB_GID_INDEX": "5"}})
+
+
+def test_rdma_partition_gets_the_seed_variables() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 2}, RDMA_SITE)
+    c = node_contract(plan, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd")
+    assert len(RDMA_ENV) == 17
+    assert c.defaults == {**RDMA_ENV, "NCCL_IB_GID_INDEX": "5"}  # the site's override wins
+    assert c.defaults["NCCL_IB_HCA"] == "mlx5_bond"
+
+
+def test_other_partitions_and_rdma_off_get_none() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 2}, RDMA_SITE)
+    assert node_contract(plan, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="debug"), 0, "/jd").defaults == {}
+    off = plan_of({"mode": "ddp", "nodes": 2, "rdma": "off"}, RDMA_SITE)
+    assert node_contract(off, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd").defaults == {}
+    on = plan_of({"mode": "ddp", "nodes": 2, "rdma": "on"})
+    assert node_contract(on, single("gpu[001-002]", 0), 0, "/jd").defaults == RDMA_ENV
+
+
+def test_user_values_win_over_rdma_defaults_but_not_over_the_contract() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 2, "rdma": "on", "env": {"NCCL_DEBUG": "WARN", "RANK": "99"}})
+    c = node_contract(plan, single("gpu[001-002]", 1), 0, "/jd")
+    env = apply(c, {"NCCL_SOCKET_IFNAME": "ib0", "PATH": "/bin"}, plan.env)
+    assert env["NCCL_DEBUG"] == "WARN"  # the user's spec
+    assert env["NCCL_SOCKET_IFNAME"] == "ib0"  # the user's environment
+    assert env["NCCL_IB_HCA"] == "mlx5_bond"
+    assert env["RANK"] == "1"
+
+
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({}, "SLURM_JOB_ID"),
+        ({"SLURM_JOB_ID": "1", "SLURM_NODEID": "0"}, "SLURM_JOB_NODELIST"),
+        ({"SLURM_JOB_ID": "x", "SLURM_JOB_NODELIST": "gpu001", "SLURM_NODEID": "0"}, "SLURM_JOB_ID"),
+        ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "gpu[001-002]", "SLURM_NODEID": "5"}, "SLURM_NODEID"),
+        ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "gpu001", "SLURM_NODEID": "0"}, "expects 2 nodes"),
+    ],
+)
+def test_bad_slurm_environment_is_a_clear_error(env: dict[str, str], needle: str) -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 2})
+    with pytest.raises(ContractError, match=needle):
+        node_contract(plan, env, 0, "/jd")
+
+
+def test_multi_role_mode_outside_a_het_job() -> None:
+    plan = plan_of({"mode": "ps-worker", "ps": {}, "worker": {}})
+    with pytest.raises(ContractError, match="heterogeneous"):
+        node_contract(plan, single("gpu[001-002]", 0), 0, "/jd")

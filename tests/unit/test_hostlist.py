@@ -1,0 +1,128 @@
+"""Hostlists against Slurm's own semantics (and scontrol itself where installed)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import scontrol_hostnames
+from ti_slurm.errors import HostlistError
+from ti_slurm.hostlist import compress, expand, expand_tasks_per_node
+
+CASES = {
+    "node1": ["node1"],
+    "n[1-3]": ["n1", "n2", "n3"],
+    "n[009-011]": ["n009", "n010", "n011"],
+    "node[1-010]": [f"node{i}" for i in range(1, 11)],
+    "linux[1,2]": ["linux1", "linux2"],
+    "nodeA,nodeB[001,003],nodeC": ["nodeA", "nodeB001", "nodeB003", "nodeC"],
+    "rack[0-1]_blade[0-2]": [f"rack{r}_blade{b}" for r in range(2) for b in range(3)],
+    "x[00-02]y[8-10]": [f"x{a:02d}y{b}" for a in range(3) for b in (8, 9, 10)],
+    "n1,n1,n0": ["n1", "n1", "n0"],
+    "n[3,1-2]": ["n3", "n1", "n2"],
+    "gpu-a100-[01-02].rack3": ["gpu-a100-01.rack3", "gpu-a100-02.rack3"],
+}
+
+
+@pytest.mark.parametrize("text,names", CASES.items())
+def test_expand_matches_slurm_semantics(text: str, names: list[str]) -> None:
+    assert expand(text) == names
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed (apt-get install slurm-client)")
+@pytest.mark.parametrize("text", [t for t in CASES if t != "gpu-a100-[01-02].rack3"])
+def test_expand_equals_scontrol(text: str) -> None:
+    assert expand(text) == scontrol_hostnames(text)
+
+
+BAD = [
+    "",
+    "node[3-1]",
+    "node[]",
+    "node1,,node2",
+    " node1",
+    "n[1-2",
+    "n1]",
+    "n[a-b]",
+    "n[1-2],",
+    "n[0-999999999]",
+    "n[1-3-5]",
+    "n[-1]",
+    "n[1-]",
+    "[1-2]",
+    "a b",
+    "n[[1]]",
+    "n;rm -rf /",
+]
+
+
+@pytest.mark.parametrize("text", BAD)
+def test_malformed_hostlists_raise_naming_the_part(text: str) -> None:
+    with pytest.raises(HostlistError) as err:
+        expand(text)
+    assert "bad hostlist" in str(err.value)
+
+
+def test_error_names_the_bad_range() -> None:
+    with pytest.raises(HostlistError, match=r"\[3-1\]"):
+        expand("ok[1-2],node[3-1]")
+
+
+@pytest.mark.parametrize(
+    "names,text",
+    [
+        (["n1", "n2", "n3"], "n[1-3]"),
+        (["n09", "n10", "n11"], "n[09-11]"),
+        (["n3", "n1", "n2", "n2"], "n[3,1-2,2]"),
+        (["n09", "n10", "n1"], "n[09-10,1]"),
+        (["a", "b1", "b2", "c"], "a,b[1-2],c"),
+        (["n9", "n10"], "n[9-10]"),
+        (["n7"], "n7"),
+    ],
+)
+def test_compress_keeps_order_like_scontrol_show_hostlist(names: list[str], text: str) -> None:
+    assert compress(names) == text
+    assert expand(text) == names
+
+
+name = st.builds(
+    lambda prefix, num, width: f"{prefix}{str(num).zfill(width)}",
+    st.sampled_from(["n", "node", "gpu-", "rack1-b"]),
+    st.integers(0, 2000),
+    st.integers(1, 5),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(name | st.sampled_from(["login", "x-y", "a.b"]), min_size=1, max_size=60))
+def test_compress_expand_round_trip(names: list[str]) -> None:
+    assert expand(compress(names)) == names
+
+
+@pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed")
+@settings(max_examples=40, deadline=None)
+@given(st.lists(name, min_size=1, max_size=30))
+def test_compressed_form_expands_the_same_in_scontrol(names: list[str]) -> None:
+    assert scontrol_hostnames(compress(names)) == names
+
+
+def test_size_guard_matches_slurm_range_limit() -> None:
+    assert len(expand("n[0-65535]")) == 65536
+    with pytest.raises(HostlistError, match="65536"):
+        expand("n[0-65536]")
+
+
+@pytest.mark.parametrize(
+    "text,counts", [("2(x3),1", [2, 2, 2, 1]), ("3(x2),2,1", [3, 3, 2, 1]), ("8", [8]), ("1(x4)", [1, 1, 1, 1])]
+)
+def test_tasks_per_node(text: str, counts: list[int]) -> None:
+    assert expand_tasks_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "2(x)", "x", "2(3)", "2,,1"])
+def test_bad_tasks_per_node(text: str) -> None:
+    with pytest.raises(HostlistError):
+        expand_tasks_per_node(text)

@@ -1,0 +1,180 @@
+"""The job spec: documents that must be accepted, and a bad-input table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from ti_slurm.errors import SpecError
+from ti_slurm.plan import make_plan
+from ti_slurm.spec import load_spec, parse_spec
+
+DDP = """\
+# ddp / mpi / horovod: one group of identical nodes
+name: demo
+mode: ddp            # ddp | mpi | horovod | ps-worker | ray
+command: python train.py --epochs 1
+nodes: 2
+gpus_per_node: 8
+cpus_per_node: 4
+partition: debug     # optional
+env: {FOO: bar}      # optional
+"""
+PS = """\
+mode: ps-worker
+command: python train.py
+ps: {nodes: 2, cpus_per_node: 2}
+worker: {nodes: 2, gpus_per_node: 1}
+"""
+RAY = """\
+mode: ray
+command: python job.py
+head: {cpus_per_node: 2}
+worker_groups:        # 0 to 5 groups, each its own resources and count
+  - {nodes: 1, cpus_per_node: 2}
+  - {nodes: 1, cpus_per_node: 2, gpus_per_node: 1}
+"""
+
+
+def test_issue_documents_are_accepted_as_written(write_spec) -> None:
+    ddp = load_spec(write_spec(DDP))
+    assert (ddp.name, ddp.mode, ddp.nodes, ddp.gpus_per_node, ddp.partition, ddp.env) == (
+        "demo",
+        "ddp",
+        2,
+        8,
+        "debug",
+        {"FOO": "bar"},
+    )
+    ps = make_plan(load_spec(write_spec(PS)))
+    assert [(c.name, c.nodes, c.cpus_per_node, c.gpus_per_node) for c in ps.components] == [
+        ("ps", 2, 2, 0),
+        ("worker", 2, 1, 1),
+    ]
+    ray = make_plan(load_spec(write_spec(RAY)))
+    assert [(c.name, c.nodes, c.gpus_per_node) for c in ray.components] == [
+        ("head", 1, 0),
+        ("worker1", 1, 0),
+        ("worker2", 1, 1),
+    ]
+
+
+def test_json_specs_load_too(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"mode": "mpi", "command": "hostname", "nodes": 3}))
+    assert load_spec(path).nodes == 3
+
+
+def test_top_level_resources_are_defaults_for_roles() -> None:
+    plan = make_plan(
+        parse_spec(
+            {
+                "mode": "ps-worker",
+                "command": "x",
+                "gpus_per_node": 2,
+                "ps": {"nodes": 1, "gpus_per_node": 0},
+                "worker": {},
+            }
+        )
+    )
+    assert [c.gpus_per_node for c in plan.components] == [0, 2]
+
+
+def base(**extra: object) -> dict[str, object]:
+    return {"mode": "ddp", "command": "python train.py", "nodes": 2, **extra}
+
+
+# (document, field named in the error)
+BAD_SPECS: list[tuple[object, str]] = [
+    ([1, 2], ""),
+    ({"command": "x", "nodes": 1}, "mode"),
+    (base(mode="dp"), "mode"),
+    (base(mode="PS-Worker"), "mode"),
+    ({"mode": "ddp", "nodes": 1}, "command"),
+    (base(command=""), "command"),
+    (base(command="   "), "command"),
+    (base(command="echo a\x00b"), "command"),
+    (base(nodes=0), "nodes"),
+    (base(nodes=-1), "nodes"),
+    (base(nodes="two"), "nodes"),
+    (base(nodes=1.5), "nodes"),
+    ({"mode": "ddp", "command": "x"}, "nodes"),
+    (base(gpus_per_node=-1), "gpus_per_node"),
+    (base(cpus_per_node=2.5), "cpus_per_node"),
+    (base(nodse=2), "nodse"),
+    (base(name="a b"), "name"),
+    (base(name="x\ny"), "name"),
+    (base(name="$(reboot)"), "name"),
+    (base(name="-rf"), "name"),
+    (base(partition="debug\n#SBATCH --uid=0"), "partition"),
+    (base(partition="a;b"), "partition"),
+    (base(account="x y"), "account"),
+    (base(qos='"q"'), "qos"),
+    (base(time="forever"), "time"),
+    (base(mem="lots"), "mem"),
+    (base(output_dir="/tmp/out\nx"), "output_dir"),
+    (base(output_dir=""), "output_dir"),
+    (base(workdir="/tmp/\rwd"), "workdir"),
+    (base(env={"A B": "x"}), "env"),
+    (base(env={"1X": "x"}), "env"),
+    (base(env={"X": "a\x00b"}), "env"),
+    (base(env=["X=1"]), "env"),
+    (base(sbatch={"--nodes": 3}), "sbatch"),
+    (base(sbatch={"nodes": 3}), "sbatch"),
+    (base(sbatch={"output": "/etc/passwd"}), "sbatch"),
+    (base(sbatch={"constraint": "a\n#SBATCH --x"}), "sbatch"),
+    (base(rdma="yes"), "rdma"),
+    (base(master_port=80), "master_port"),
+    (base(master_port=70000), "master_port"),
+    (base(rendezvous_timeout=0), "rendezvous_timeout"),
+    (base(ps={"nodes": 1}), "ps"),
+    ({"mode": "ps-worker", "command": "x", "worker": {"nodes": 1}}, "ps"),
+    ({"mode": "ps-worker", "command": "x", "nodes": 2, "ps": {}, "worker": {}}, "nodes"),
+    ({"mode": "ps-worker", "command": "x", "ps": {"nodes": 0}, "worker": {}}, "ps.nodes"),
+    ({"mode": "ray", "command": "x", "head": {"cpus_per_node": 0.7}}, "head.cpus_per_node"),
+    ({"mode": "ray", "command": "x", "cpus_per_node": 1.5}, "cpus_per_node"),
+    ({"mode": "ray", "command": "x", "worker_groups": [{"cpus_per_node": 2.5}]}, "worker_groups.0.cpus_per_node"),
+    ({"mode": "ray", "command": "x", "worker_groups": [{"nodes": 1}] * 6}, "worker_groups"),
+    ({"mode": "ray", "command": "x", "head": {"nodes": 2}}, "head.nodes"),
+    ({"mode": "ray", "command": "x", "head": {"gpus": 1}}, "head.gpus"),
+    ({"mode": "ray", "command": "x", "worker_groups": [{"partition": "a b"}]}, "worker_groups.0.partition"),
+]
+
+
+@pytest.mark.parametrize("doc,field", BAD_SPECS, ids=[f"{i}-{f}" for i, (_, f) in enumerate(BAD_SPECS)])
+def test_bad_specs_name_the_field(doc: object, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(doc)
+    assert err.value.field.startswith(field), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("mode: ddp\ncommand: x\nnodes: 2\nnodes: [", "invalid YAML"),
+        ("- just a list", "mapping"),
+        ("mode: ddp\ncommand: x\nnodes: 2\ngpus_per_node: lots\n", "gpus_per_node"),
+        ("mode: ray\ncommand: x\nhead: {cpus_per_node: 0.7}\n", "Ray schedules whole CPUs"),
+    ],
+)
+def test_cli_prints_one_line_and_exits_2(write_spec, text: str, needle: str) -> None:
+    res = run_cli("render", str(write_spec(text)))
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_cli_missing_file_is_one_line(tmp_path: Path) -> None:
+    res = run_cli("render", str(tmp_path / "nope.yaml"))
+    assert res.returncode == 2 and "cannot read" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_cli_usage_error_is_one_line() -> None:
+    res = run_cli("submit")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
