@@ -53,3 +53,22 @@ def scontrol_hostnames(text: str) -> list[str] | None:
     if "Invalid" in res.stderr or "error" in res.stderr:
         return []
     return res.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> None:
+    """The test Slurm cluster (ci/slurm-cluster/up); skip without it, unless CI requires it."""
+    ok = shutil.which("sinfo") is not None
+    if ok:
+        res = subprocess.run(["sinfo", "-h", "-o", "%P %T"], capture_output=True, text=True, timeout=20, check=False)
+        ok = res.returncode == 0 and bool(res.stdout.strip())
+    if not ok:
+        if os.environ.get("TI_SLURM_REQUIRE_CLUSTER") == "1":
+            pytest.fail("the test Slurm cluster is not up (run ci/slurm-cluster/up)")
+        pytest.skip("the test Slurm cluster is not up (run ci/slurm-cluster/up as root)")
+
+
+def processes_matching(pattern: str) -> list[str]:
+    """Command lines of live processes matching ``pattern`` (all test nodes share this machine's process table)."""
+    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True, check=False).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]

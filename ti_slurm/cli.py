@@ -259,13 +259,14 @@ def cmd_env(args: argparse.Namespace) -> int:
     import json
     import shlex
 
-    from ti_slurm.contract import node_contract
+    from ti_slurm.contract import apply, node_contract
     from ti_slurm.step import prepare_files
 
     plan, env, group, job_dir = _adhoc(args)
     contract = node_contract(plan, env, group, job_dir)
     prepare_files(plan, contract, job_dir)
-    values = {k: v for k, v in contract.defaults.items() if k not in env} | contract.env
+    full = apply(contract, env, {})
+    values = {k: v for k, v in full.items() if env.get(k) != v}
     if args.format == "json":
         print(json.dumps(values, indent=2, sort_keys=True))
     else:

@@ -160,7 +160,9 @@ def job_ports(
 
 def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
     """Read the job's node lists from Slurm's variables."""
-    job_id = _int(env, "SLURM_HET_JOB_ID") if env.get("SLURM_HET_JOB_ID") else _int(env, "SLURM_JOB_ID")
+    # In a heterogeneous job every component has its own id; ports derive from the first one's.
+    leader = next((v for v in ("SLURM_HET_JOB_ID", "SLURM_JOB_ID_HET_GROUP_0") if env.get(v)), "SLURM_JOB_ID")
+    job_id = _int(env, leader)
     n = len(plan.components)
     if n == 1:
         nodelists = [env.get("SLURM_JOB_NODELIST_HET_GROUP_0") or _get(env, "SLURM_JOB_NODELIST")]
@@ -241,9 +243,15 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
 
 
 def apply(contract: NodeContract, base: Mapping[str, str], user_env: Mapping[str, str]) -> dict[str, str]:
-    """The full environment for the command: RDMA defaults < inherited and user env < contract."""
+    """The full environment for the command: RDMA defaults < inherited and user env < contract.
+
+    Modes with a launch agent (MPI, Horovod) also get its directory first on PATH.
+    """
     out = dict(contract.defaults)
     out.update(base)
     out.update(user_env)
     out.update(contract.env)
+    agent = contract.env.get("TI_SLURM_AGENT_DIR")
+    if agent:
+        out["PATH"] = f"{agent}:{out['PATH']}" if out.get("PATH") else agent
     return out

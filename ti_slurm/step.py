@@ -191,9 +191,13 @@ def adhoc_plan(
         gpus_per_node = int(on_node) if on_node.isdigit() else 0
     het = int(env.get("SLURM_HET_SIZE", "1") or "1")
     if het > 1:
-        counts = [len(expand(env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{g}", ""))) for g in range(het)]
-        if group is None:
-            raise ContractError("this is a heterogeneous job: pass --group N (the component this step runs in)")
+        lists = [env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{g}", "") for g in range(het)]
+        counts = [len(expand(text)) for text in lists]
+        if group is None:  # inside `srun --het-group=N`, SLURM_JOB_NODELIST is component N's list
+            matches = [g for g, text in enumerate(lists) if text == env.get("SLURM_JOB_NODELIST")]
+            if len(matches) != 1:
+                raise ContractError("cannot tell this step's component: pass --group N")
+            group = matches[0]
     else:
         nodelist = env.get("SLURM_JOB_NODELIST")
         if not nodelist:

@@ -51,6 +51,7 @@ def node_env(ctx: NodeContext) -> dict[str, str]:
         "OMPI_MCA_ras": "^slurm",
         "PRTE_MCA_plm_ssh_agent": agent,
         "PRTE_MCA_ras": "^slurm",
+        "TI_SLURM_AGENT_DIR": agent_dir(ctx.job_dir),  # put first on PATH, so `ssh` is the agent
     }
 
 

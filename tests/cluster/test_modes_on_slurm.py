@@ -1,0 +1,170 @@
+"""Every single-group mode on the real test Slurm cluster, with real PyTorch and Open MPI."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, processes_matching, run_cli
+from ti_slurm.contract import RDMA_ENV
+
+pytestmark = pytest.mark.usefixtures("cluster")
+SEED_DDP = (
+    "python -m torch.distributed.launch --nproc_per_node $GPU_NUM_PER_NODE --nnodes $WORLD_SIZE "
+    "--node_rank $RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT train.py"
+)
+TORCHRUN = (
+    "torchrun --nproc_per_node $GPU_NUM_PER_NODE --nnodes $WORLD_SIZE "
+    "--node_rank $RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT train.py"
+)
+SEED_MPIRUN = "mpirun --allow-run-as-root -np $GPU_NUM -H $NODE_IP_SLOT_LIST"
+
+
+class Job:
+    """A spec submitted with ``ti-slurm submit --wait`` and what it left behind."""
+
+    def __init__(self, tmp_path: Path, body: str, wait: bool = True, env: dict[str, str] | None = None) -> None:
+        self.dir = tmp_path
+        self.env = {"XDG_STATE_HOME": str(tmp_path / "state"), **(env or {})}
+        spec = tmp_path / "job.yaml"
+        spec.write_text(body + f"\noutput_dir: {tmp_path / 'out'}\n")
+        args = ["submit", "--wait", str(spec)] if wait else ["submit", str(spec)]
+        self.result = run_cli(*args, cwd=tmp_path, env=self.env)
+        assert self.result.stdout.strip(), self.result.stderr
+        self.id = self.result.stdout.split()[0]
+        self.job_dir = tmp_path / "out" / self.id
+
+    def logs(self) -> str:
+        return "".join(p.read_text() for p in sorted((self.job_dir / "logs").glob("*.log")))
+
+    def status(self) -> dict[str, object]:
+        res = run_cli("status", self.id, "--json", env=self.env)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+
+@pytest.fixture
+def ddp_dir(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "examples" / "ddp" / "train.py", tmp_path / "train.py")
+    return tmp_path
+
+
+@pytest.mark.parametrize("launcher", [SEED_DDP, TORCHRUN], ids=["torch.distributed.launch", "torchrun"])
+def test_ddp_trains_across_two_nodes(ddp_dir: Path, launcher: str) -> None:
+    job = Job(ddp_dir, f"mode: ddp\nnodes: 2\ngpus_per_node: 2\ncommand: {launcher} --epochs 10")
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    logs = job.logs()
+    ranks = dict(re.findall(r"rank (\d)/4 on (node\d\d)", logs))
+    assert sorted(ranks) == ["0", "1", "2", "3"]
+    assert {ranks["0"], ranks["1"]} != {ranks["2"], ranks["3"]}  # two processes on each of two nodes
+    assert len(set(ranks.values())) == 2
+    assert logs.count("in_sync=True") == 4
+    status = job.status()
+    assert status["state"] == "COMPLETED"
+    assert status["components"][0]["nodes"] == sorted(set(ranks.values()))
+
+
+@pytest.fixture(scope="module")
+def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mpi") / "allreduce"
+    subprocess.run(["mpicc", "-O2", "-o", str(out), str(ROOT / "examples" / "mpi" / "allreduce.c")], check=True)
+    return out
+
+
+def test_seed_mpirun_line_runs_on_every_node_of_the_allocation(tmp_path: Path, allreduce: Path) -> None:
+    job = Job(tmp_path, f"mode: horovod\nnodes: 3\ngpus_per_node: 2\ncommand: {SEED_MPIRUN} {allreduce}")
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    logs = job.logs()
+    hosts = re.findall(r"rank \d/6 on (node\d\d)", logs)
+    assert len(hosts) == 6 and len(set(hosts)) == 3
+    assert all(hosts.count(h) == 2 for h in hosts)  # slots=2 per node
+    assert "allreduce sum=15 expected=15" in logs
+
+
+def test_mpi_mode_runs_the_command_on_every_node(tmp_path: Path) -> None:
+    job = Job(tmp_path, "mode: mpi\nnodes: 3\ncommand: 'echo \"$TI_SLURM_ROLE $INDEX $(hostname)\" > ran-$INDEX'")
+    assert job.result.returncode == 0, job.result.stderr
+    ran = sorted((tmp_path / f"ran-{i}").read_text().split()[0] for i in range(3))
+    assert ran == ["launcher", "worker", "worker"]
+    hostfile = (job.dir / "out" / job.id / "hostfile").read_text().splitlines()
+    assert len(hostfile) == 3 and all(re.fullmatch(r"node\d\d slots=1", line) for line in hostfile)
+
+
+def test_horovod_workers_are_reachable_and_the_launcher_decides(tmp_path: Path) -> None:
+    cmd = "for hp in ${NODE_IP_SLOT_LIST//,/ }; do ssh ${hp%:*} hostname; done; exit 7"
+    job = Job(tmp_path, f"mode: horovod\nnodes: 3\ncommand: '{cmd}'")
+    assert job.result.returncode == 1 and "exited 7" in job.result.stderr
+    names = re.findall(r"^(node\d\d)$", job.logs(), re.M)
+    assert len(names) == 3 and len(set(names)) == 3  # ssh <ip> reached each node of the job
+    assert list((job.job_dir / "logs").glob("*.log")) == [job.job_dir / "logs" / "horovod-0.log"]
+
+
+@pytest.fixture
+def site_config(tmp_path: Path) -> dict[str, str]:
+    path = tmp_path / "site.toml"
+    path.write_text((ROOT / "ci" / "slurm-cluster" / "site.toml").read_text())
+    return {"TI_SLURM_CONFIG": str(path)}
+
+
+@pytest.mark.parametrize("partition,expected", [("rdma", RDMA_ENV), ("debug", {})])
+def test_rdma_variables_only_on_rdma_partitions(
+    tmp_path: Path, site_config: dict[str, str], partition: str, expected: dict[str, str]
+) -> None:
+    cmd = 'env | grep -E "^(NCCL|GLOO|TCCL)_" > nccl-$INDEX; true'
+    job = Job(tmp_path, f"mode: mpi\nnodes: 2\npartition: {partition}\ncommand: '{cmd}'", env=site_config)
+    assert job.result.returncode == 0, job.result.stderr
+    for i in range(2):
+        seen = dict(line.split("=", 1) for line in (tmp_path / f"nccl-{i}").read_text().splitlines())
+        assert seen == expected
+
+
+def test_a_failing_node_ends_the_whole_job(ddp_dir: Path) -> None:
+    cmd = f"if [ $RANK = 2 ]; then sleep 8; exit 3; fi; exec {SEED_DDP} --epochs 1000000"
+    job = Job(ddp_dir, f"mode: ddp\nnodes: 4\ngpus_per_node: 1\ncommand: '{cmd}'")
+    assert job.result.returncode == 1
+    assert re.search(r"FAILED: ddp node node\d\d \(index 2\) exited 3", job.result.stderr), job.result.stderr
+    status = job.status()
+    assert status["state"] == "FAILED" and status["failed"]["exit_code"] == 3
+    time.sleep(1)
+    assert processes_matching(str(ddp_dir / "out")) == []
+    assert processes_matching("train.py --epochs 1000000") == []
+
+
+def test_cancel_mid_job_leaves_no_process(tmp_path: Path) -> None:
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}", wait=False)
+    deadline = time.monotonic() + 60
+    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert len(processes_matching(marker)) == 2
+    assert run_cli("cancel", job.id, env=job.env).returncode == 0
+    deadline = time.monotonic() + 60
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(marker) == []
+    assert job.status()["state"] in ("CANCELLED", "FAILED")
+
+
+def test_workers_give_up_when_the_master_never_comes_up(tmp_path: Path) -> None:
+    job = Job(tmp_path, "mode: ddp\nnodes: 2\nrendezvous_timeout: 3\ncommand: 'sleep 120'")
+    assert job.result.returncode == 1 and "exited 124" in job.result.stderr
+    assert re.search(r"rendezvous timeout: master 10\.77\.0\.\d+:\d+ did not come up within 3s", job.logs())
+
+
+def test_status_and_logs_per_node(tmp_path: Path) -> None:
+    job = Job(tmp_path, "mode: mpi\nnodes: 2\ncommand: echo hello from $INDEX")
+    assert job.result.returncode == 0
+    status = job.status()
+    assert [(c["name"], c["state"], len(c["nodes"])) for c in status["components"]] == [("mpi", "COMPLETED", 2)]
+    node1 = status["components"][0]["nodes"][1]
+    for selector in ("1", node1, "mpi-1"):
+        assert run_cli("logs", job.id, "--node", selector, env=job.env).stdout == "hello from 1\n"
+    listing = run_cli("list", env=job.env).stdout
+    assert re.search(rf"^{job.id}\s+ti-slurm\s+COMPLETED", listing, re.M)
