@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- spec -> plan --------------------------------------------------------------
-def plan_from_spec(path: str, python: str | None = None) -> JobPlan:
+def plan_from_spec(path: str, python: str | None = None, submission: str = "") -> JobPlan:
     """Load, validate and plan a spec; relative paths are taken from here."""
     from ti_slurm.plan import make_plan
     from ti_slurm.site import load_site_config
@@ -94,7 +94,7 @@ def plan_from_spec(path: str, python: str | None = None) -> JobPlan:
     spec = load_spec(path)
     updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": os.path.abspath(spec.workdir or os.getcwd())}
     spec = spec.model_copy(update=updates)
-    return make_plan(spec, load_site_config(), python=python)
+    return make_plan(spec, load_site_config(), python=python, submission=submission)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -105,11 +105,13 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    import uuid
+
     from ti_slurm.backends import get_backend
     from ti_slurm.backends.base import remember
     from ti_slurm.render import render
 
-    plan = plan_from_spec(args.spec)
+    plan = plan_from_spec(args.spec, submission=uuid.uuid4().hex[:16])
     script = render(plan)
     os.makedirs(plan.output_dir, exist_ok=True)
     backend = get_backend("local" if args.local else "slurm")

@@ -60,6 +60,7 @@ class JobPlan:
     qos: str | None = None
     time: str | None = None
     sbatch: dict[str, str | int | bool] = field(default_factory=dict)
+    submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
     version: int = PLAN_VERSION
 
     @property
@@ -111,7 +112,9 @@ def components_for(spec: JobSpec) -> tuple[Component, ...]:
     return (_component(spec.mode, None, spec),)
 
 
-def make_plan(spec: JobSpec, site: SiteConfig | None = None, *, python: str | None = None) -> JobPlan:
+def make_plan(
+    spec: JobSpec, site: SiteConfig | None = None, *, python: str | None = None, submission: str = ""
+) -> JobPlan:
     """Decide a job from a validated spec and the site config. Pure."""
     from ti_slurm.site import SiteConfig
 
@@ -136,4 +139,5 @@ def make_plan(spec: JobSpec, site: SiteConfig | None = None, *, python: str | No
         qos=spec.qos,
         time=spec.time,
         sbatch=dict(spec.sbatch),
+        submission=submission,
     )

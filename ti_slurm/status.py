@@ -55,8 +55,13 @@ def parse_events(text: str | None) -> list[dict[str, Any]]:
 
 
 def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | None) -> JobStatus:
-    """Combine the job's events and its queue entry (``None`` when no longer queued)."""
+    """Combine the job's events and its queue entry (``None`` when no longer queued).
+
+    Events of another submission (an earlier job with the same id) are ignored.
+    """
     status = JobStatus(job.job_id, job.name, "UNKNOWN", job_dir=job.job_dir)
+    if job.submission:
+        events = [ev for ev in events if ev.get("submission") == job.submission]
     for ev in events:
         kind = ev.get("event")
         if kind == "start":

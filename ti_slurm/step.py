@@ -144,29 +144,28 @@ def run_step(plan: JobPlan, group: int, job_dir: str, environ: Mapping[str, str]
     contract = node_contract(plan, environ, group, job_dir)
     prepare_files(plan, contract, job_dir)
     env = apply(contract, environ, plan.env)
-    index, node = contract.index, contract.node
-    if not contract.runs_command:
-        # Horovod workers on a hand-written script: stay allocated until stopped.
-        signal.sigwait({signal.SIGTERM, signal.SIGINT})
-        return 0
+
+    def record(code: int) -> None:
+        record_exit(job_dir, plan, group, contract.index, contract.node, code, started)
+
     if plan.mode == "ray":
         from ti_slurm.modes.ray import run_ray_node
 
-        return run_ray_node(
-            plan, contract, env, lambda code: record_exit(job_dir, plan, group, index, node, code, started)
-        )
+        return run_ray_node(plan, contract, env, record)
+    if not contract.runs_command:
+        # Horovod workers in a hand-written script: stay allocated until stopped.
+        signal.sigwait({signal.SIGTERM, signal.SIGINT})
+        return 0
     if plan.mode == "ddp" and contract.role != "master":
-        addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
-        if not wait_for_master(addr, port, plan.rendezvous_timeout):
+        addr, port, timeout = env["MASTER_ADDR"], int(env["MASTER_PORT"]), plan.rendezvous_timeout
+        if not wait_for_master(addr, port, timeout):
             print(
-                f"ti-slurm: rendezvous timeout: master {addr}:{port} did not come up within {plan.rendezvous_timeout}s",
-                file=sys.stderr,
-                flush=True,
+                f"ti-slurm: rendezvous timeout: master {addr}:{port} did not come up within {timeout}s", file=sys.stderr
             )
-            record_exit(job_dir, plan, group, index, node, RENDEZVOUS_EXIT, started)
+            record(RENDEZVOUS_EXIT)
             return RENDEZVOUS_EXIT
     code = run_command(plan.command, env, plan.workdir, plan.stop_grace)
-    record_exit(job_dir, plan, group, index, node, code, started)
+    record(code)
     return code
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,8 +190,9 @@ class Supervisor:
 
     # -- status file ---------------------------------------------------
     def event(self, kind: str, **data: object) -> None:
-        record = {"event": kind, "time": round(time.time(), 3), **data}
-        with open(os.path.join(self.job_dir, "status.jsonl"), "a", encoding="utf-8") as fh:
+        record = {"event": kind, "time": round(time.time(), 3), "submission": self.plan.submission, **data}
+        mode = "w" if kind == "start" else "a"  # a requeued job (same id) starts a fresh record
+        with open(os.path.join(self.job_dir, "status.jsonl"), mode, encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
     def node_records(self) -> list[dict[str, object]]:
@@ -302,6 +304,7 @@ class Supervisor:
 
     def run(self) -> Outcome:
         os.makedirs(self.job_dir, exist_ok=True)
+        shutil.rmtree(os.path.join(self.job_dir, "nodes"), ignore_errors=True)  # records of an earlier run
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
         for g, nodes in self.launch_plan():

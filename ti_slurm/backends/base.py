@@ -24,6 +24,7 @@ class JobInfo:
     reason: str = ""
     nodes: str = ""
     host: str = ""
+    submission: str = ""
 
 
 class Backend(Protocol):

@@ -66,7 +66,7 @@ class LocalBackend:
                 start_new_session=True,
             )
         write_atomic(os.path.join(job_dir, "supervisor.pid"), f"{proc.pid}\n")
-        return JobInfo(job_id=job_id, name=plan.name, backend=self.name, job_dir=job_dir, state="RUNNING")
+        return JobInfo(job_id, plan.name, self.name, job_dir, "RUNNING", submission=plan.submission)
 
     def _pid(self, job_dir: str) -> int | None:
         try:

@@ -89,12 +89,13 @@ class SlurmBackend:
             self._version = parse_version(self._ok(["sinfo", "--version"]))
         return self._version
 
-    def submit(self, plan: JobPlan, script: str, comment: str | None = None) -> JobInfo:
+    def submit(self, plan: JobPlan, script: str) -> JobInfo:
         argv = ["sbatch", "--parsable"]
-        if comment:
-            argv.append(f"--comment={comment}")
+        if plan.submission:
+            argv.append(f"--comment=ti-slurm:{plan.submission}")
         job_id = parse_job_id(self._ok(argv, script))
-        return JobInfo(job_id, plan.name, self.name, os.path.join(plan.output_dir, job_id), "PENDING")
+        job_dir = os.path.join(plan.output_dir, job_id)
+        return JobInfo(job_id, plan.name, self.name, job_dir, "PENDING", submission=plan.submission)
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         if not jobs:

@@ -82,46 +82,44 @@ def ray_start_args(env: dict[str, str], head: bool) -> list[str]:
             "--include-dashboard=false",
         ]
     else:
-        args += [f"--address={env['HEAD_ADDR']}:{env['HEAD_PORT']}", "--block"]
-    return args
+        args += [f"--address={env['HEAD_ADDR']}:{env['HEAD_PORT']}"]
+    return [*args, "--block"]
 
 
 def run_ray_node(plan: JobPlan, contract: NodeContract, env: dict[str, str], record: Callable[[int], None]) -> int:
-    """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block."""
-    from ti_slurm.step import run_command, wait_for_master
+    """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block.
 
+    Every Ray daemon of the job runs under ``ray start --block`` in a process group
+    of its own, so stopping it stops exactly this job's Ray (``ray stop`` would
+    stop every Ray on the machine, other jobs' included).
+    """
+    from ti_slurm.step import run_command, terminate, wait_for_master
+
+    head_addr, head_port = env["HEAD_ADDR"], int(env["HEAD_PORT"])
     if contract.role == "worker":
-        if not wait_for_master(env["HEAD_ADDR"], int(env["HEAD_PORT"]), plan.rendezvous_timeout):
-            print(
-                f"ti-slurm: Ray head {env['HEAD_ADDR']}:{env['HEAD_PORT']} did not come up", file=sys.stderr, flush=True
-            )
+        if not wait_for_master(head_addr, head_port, plan.rendezvous_timeout):
+            print(f"ti-slurm: Ray head {head_addr}:{head_port} did not come up", file=sys.stderr, flush=True)
             record(124)
             return 124
         code = run_command(_join(ray_start_args(env, head=False)), env, plan.workdir, plan.stop_grace)
         record(code)
         return code
-    started = subprocess.run(ray_start_args(env, head=True), env=env, cwd=plan.workdir or None, check=False)
-    if started.returncode != 0:
-        record(started.returncode)
-        return started.returncode
+    head = subprocess.Popen(ray_start_args(env, head=True), env=env, cwd=plan.workdir or None, start_new_session=True)
     try:
-        probe = [
-            sys.executable,
-            "-m",
-            "ti_slurm.modes.ray",
-            env["RAY_ADDRESS"],
-            str(plan.total_nodes),
-            str(plan.rendezvous_timeout),
-        ]
-        joined = subprocess.run(probe, env=env, check=False)
-        if joined.returncode != 0:
+        if not wait_for_master(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
+            print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
+            record(124)
+            return 124
+        probe = "import sys; from ti_slurm.modes.ray import wait_for_nodes as w; sys.exit(w(*sys.argv[1:]))"
+        args = [env["RAY_ADDRESS"], str(plan.total_nodes), str(plan.rendezvous_timeout)]
+        if subprocess.run([sys.executable, "-c", probe, *args], env=env, check=False).returncode != 0:
             record(124)
             return 124
         code = run_command(plan.command, env, plan.workdir, plan.stop_grace)
         record(code)
         return code
     finally:
-        subprocess.run(["ray", "stop", "--force"], env=env, check=False, capture_output=True)
+        terminate(head, plan.stop_grace, group=True)
 
 
 def _join(args: list[str]) -> str:
@@ -130,10 +128,11 @@ def _join(args: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def wait_for_nodes(address: str, expected: int, timeout: float) -> int:
-    """Poll the Ray cluster until ``expected`` nodes are alive; 0 on success."""
+def wait_for_nodes(address: str, expected_nodes: str, timeout_seconds: str) -> int:
+    """Poll the Ray cluster until ``expected_nodes`` nodes are alive; 0 on success."""
     import ray
 
+    expected, timeout = int(expected_nodes), float(timeout_seconds)
     ray.init(address=address, logging_level="ERROR")
     deadline = time.monotonic() + timeout
     alive = 0
@@ -146,7 +145,3 @@ def wait_for_nodes(address: str, expected: int, timeout: float) -> int:
     print(f"ti-slurm: only {alive} of {expected} Ray nodes joined within {timeout:.0f}s", file=sys.stderr, flush=True)
     ray.shutdown()
     return 1
-
-
-if __name__ == "__main__":
-    sys.exit(wait_for_nodes(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
