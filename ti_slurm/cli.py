@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 # -- spec -> plan --------------------------------------------------------------
 def plan_from_spec(path: str, python: str | None = None, submission: str = "") -> JobPlan:
     """Load, validate and plan a spec; relative paths are taken from here."""
+    from ti_slurm.contract import MAX_ENV_STRING, worst_case_sizes
+    from ti_slurm.errors import SpecError
     from ti_slurm.plan import make_plan
     from ti_slurm.site import load_site_config
     from ti_slurm.spec import load_spec
@@ -94,7 +96,16 @@ def plan_from_spec(path: str, python: str | None = None, submission: str = "") -
     spec = load_spec(path)
     updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": os.path.abspath(spec.workdir or os.getcwd())}
     spec = spec.model_copy(update=updates)
-    return make_plan(spec, load_site_config(), python=python, submission=submission)
+    plan = make_plan(spec, load_site_config(), python=python, submission=submission)
+    for name, size in worst_case_sizes(plan).items():
+        if size > MAX_ENV_STRING:
+            raise SpecError(
+                "nodes",
+                plan.total_nodes,
+                f"{name} could reach {size} bytes, over Linux's {MAX_ENV_STRING}-byte "
+                "limit for one environment variable (E2BIG at exec); split the job or use fewer tasks",
+            )
+    return plan
 
 
 def cmd_render(args: argparse.Namespace) -> int:

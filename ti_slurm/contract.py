@@ -42,6 +42,8 @@ RDMA_ENV: dict[str, str] = {
     "TCCL_TOPO_AFFINITY": "4",
 }
 
+MAX_ENV_STRING = 32 * 4096  # Linux's MAX_ARG_STRLEN: one "NAME=value" string, NUL included
+_WORST_ADDR = "255.255.255.255:65535"
 PORT_BLOCK = 8  # ports reserved per job: one per component (Ray takes more, see modes.ray)
 
 
@@ -197,6 +199,40 @@ def rdma_env(plan: JobPlan, partition: str) -> dict[str, str]:
     return out
 
 
+def env_string_size(name: str, value: str) -> int:
+    """Bytes one variable takes in a process's environment (what MAX_ARG_STRLEN limits)."""
+    return len(name.encode()) + 1 + len(value.encode()) + 1
+
+
+def check_env_sizes(env: Mapping[str, str]) -> None:
+    """Fail with the variable's name instead of letting exec fail with E2BIG."""
+    for name, value in env.items():
+        size = env_string_size(name, value)
+        if size > MAX_ENV_STRING:
+            raise ContractError(
+                f"{name} would be {size} bytes, over Linux's {MAX_ENV_STRING}-byte limit for one environment "
+                "string; use fewer nodes per job (see the README's environment size limits)"
+            )
+
+
+def worst_case_sizes(plan: JobPlan) -> dict[str, int]:
+    """Upper bounds, at submit time, of the address-based variables (IPv4 addresses, 5-digit ports)."""
+    from ti_slurm.modes import MODES
+
+    sizes = {}
+    tasks = plan.total_nodes
+    if plan.mode == "ps-worker":
+        cluster = {c.name: [_WORST_ADDR] * c.nodes for c in plan.components}
+        task = {"type": "worker", "index": tasks}
+        sizes["TF_CONFIG"] = env_string_size("TF_CONFIG", MODES["ps-worker"].json_config(cluster, task))
+    if plan.mode in ("mpi", "horovod"):
+        slots = max(c.slots for c in plan.components)
+        sizes["NODE_IP_SLOT_LIST"] = env_string_size(
+            "NODE_IP_SLOT_LIST", ",".join([f"255.255.255.255:{slots}"] * tasks)
+        )
+    return sizes
+
+
 def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: str) -> NodeContract:
     """This node's contract: the node is ``SLURM_NODEID`` within component ``group``."""
     from ti_slurm.modes import MODES
@@ -212,6 +248,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: st
     contract_env = common_env(ctx)
     contract_env.update(mode.node_env(ctx))
     contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
+    check_env_sizes(contract_env)
     return NodeContract(
         env=contract_env,
         defaults=rdma_env(plan, layout.partitions[group]),

@@ -190,3 +190,20 @@ def test_multi_role_mode_outside_a_het_job() -> None:
     plan = plan_of({"mode": "ps-worker", "ps": {}, "worker": {}})
     with pytest.raises(ContractError, match="heterogeneous"):
         node_contract(plan, single("gpu[001-002]", 0), 0, "/jd")
+
+
+def test_largest_tf_config_that_fits_is_accepted_and_one_more_task_is_refused(write_spec) -> None:
+    from tests.conftest import run_cli
+
+    ok = run_cli("render", str(write_spec("mode: ps-worker\ncommand: x\nps: {nodes: 1}\nworker: {nodes: 5456}\n")))
+    assert ok.returncode == 0, ok.stderr
+    too_big = run_cli("render", str(write_spec("mode: ps-worker\ncommand: x\nps: {nodes: 1}\nworker: {nodes: 5457}\n")))
+    assert too_big.returncode == 2
+    assert "TF_CONFIG could reach" in too_big.stderr and "131072-byte" in too_big.stderr
+
+
+def test_node_list_over_the_exec_limit_is_named_before_exec() -> None:
+    plan = plan_of({"mode": "ddp", "nodes": 9000})
+    env = single("a-very-long-node-name-in-rack[0001-9000]", 5)
+    with pytest.raises(ContractError, match=r"NODE_LIST would be \d+ bytes"):
+        node_contract(plan, {**env, "TI_SLURM_NODE_ADDR": "10.0.0.1"}, 0, "/jd")

@@ -28,7 +28,11 @@ def tf_config(ctx: NodeContext) -> str:
         comp.name: [f"{addr(n)}:{ctx.port(g, i)}" for i, n in enumerate(ctx.layout.groups[g])]
         for g, comp in enumerate(ctx.plan.components)
     }
-    task = {"type": role(ctx), "index": ctx.index}
+    return json_config(cluster, {"type": role(ctx), "index": ctx.index})
+
+
+def json_config(cluster: dict[str, list[str]], task: dict[str, object]) -> str:
+    """The TF_CONFIG text, compact (the seed's layout, without the indentation)."""
     return json.dumps({"cluster": cluster, "task": task, "environment": "cloud"}, separators=(",", ":"))
 
 

@@ -10,8 +10,11 @@ The head's exit code is the job's; workers are stopped afterwards.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -37,6 +40,8 @@ def node_env(ctx: NodeContext) -> dict[str, str]:
         "RANK": str(ctx.global_index),
         "TI_SLURM_RAY_PORT_BASE": str(ctx.port(ctx.group, ctx.index)),
         "TI_SLURM_RAY_NODE_IP": ctx.layout.addr(ctx.name),
+        # Ray's sockets live under its temp dir: one per node, so nodes sharing a host never clash
+        "TI_SLURM_RAY_TEMP_DIR": os.path.join(tempfile.gettempdir(), f"ti-ray-{ctx.layout.job_id}-{ctx.global_index}"),
         "TI_SLURM_RAY_CPUS": str(ctx.plan.components[ctx.group].cpus_per_node),
         "TI_SLURM_RAY_GPUS": str(ctx.plan.components[ctx.group].gpus_per_node),
     }
@@ -73,6 +78,7 @@ def ray_start_args(env: dict[str, str], head: bool) -> list[str]:
         f"--max-worker-port={base + PORTS_PER_NODE - 1}",
         f"--object-store-memory={env.get('TI_SLURM_RAY_OBJECT_STORE', str(100 * 1024 * 1024))}",
         "--disable-usage-stats",
+        f"--temp-dir={env['TI_SLURM_RAY_TEMP_DIR']}",
     ]
     if head:
         args += [
@@ -101,7 +107,10 @@ def run_ray_node(plan: JobPlan, contract: NodeContract, env: dict[str, str], rec
             print(f"ti-slurm: Ray head {head_addr}:{head_port} did not come up", file=sys.stderr, flush=True)
             record(124)
             return 124
-        code = run_command(_join(ray_start_args(env, head=False)), env, plan.workdir, plan.stop_grace)
+        try:
+            code = run_command(_join(ray_start_args(env, head=False)), env, plan.workdir, plan.stop_grace)
+        finally:
+            shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
         record(code)
         return code
     head = subprocess.Popen(ray_start_args(env, head=True), env=env, cwd=plan.workdir or None, start_new_session=True)
@@ -120,6 +129,7 @@ def run_ray_node(plan: JobPlan, contract: NodeContract, env: dict[str, str], rec
         return code
     finally:
         terminate(head, plan.stop_grace, group=True)
+        shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
 
 
 def _join(args: list[str]) -> str:
@@ -130,14 +140,17 @@ def _join(args: list[str]) -> str:
 
 def wait_for_nodes(address: str, expected_nodes: str, timeout_seconds: str) -> int:
     """Poll the Ray cluster until ``expected_nodes`` nodes are alive; 0 on success."""
+    import logging
+
     import ray
 
     expected, timeout = int(expected_nodes), float(timeout_seconds)
-    ray.init(address=address, logging_level="ERROR")
+    ray.init(address=address, logging_level=logging.ERROR)
     deadline = time.monotonic() + timeout
     alive = 0
     while time.monotonic() < deadline:
-        alive = sum(1 for n in ray.nodes() if n.get("Alive"))
+        nodes: list[dict[str, object]] = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = len([n for n in nodes if n.get("Alive")])
         if alive >= expected:
             ray.shutdown()
             return 0
