@@ -69,6 +69,17 @@ def cluster() -> None:
 
 
 def processes_matching(pattern: str) -> list[str]:
-    """Command lines of live processes matching ``pattern`` (all test nodes share this machine's process table)."""
-    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True, check=False).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    """Live processes whose command line matches ``pattern`` (all test nodes share this machine's process table).
+
+    Zombies are left out: they have exited, and this container's PID 1 may be slow to reap orphans.
+    """
+    import re
+
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=False).stdout
+    rx = re.compile(pattern)
+    live = []
+    for line in out.splitlines():
+        pid, state, args = ([*line.strip().split(None, 2), "", ""])[:3]
+        if not state.startswith("Z") and rx.search(args) and "ps -eo" not in args and int(pid) != os.getpid():
+            live.append(line.strip())
+    return live

@@ -40,24 +40,32 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("spec", help="job spec (YAML or JSON)")
     r.add_argument("--python", help="Python the job runs ti-slurm with (default: this one)")
 
-    s = sub.add_parser("submit", help="submit a job (prints its id)")
+    remote = _Parser(add_help=False)
+    remote.add_argument(
+        "--host", help="run on this login node over SSH: host, user@host[:port] or an ~/.ssh/config alias"
+    )
+    remote.add_argument("--accept-new-host-key", action="store_true", help="record the key of a host never seen before")
+    remote.add_argument("--ssh-config", help="SSH config file (default ~/.ssh/config)")
+
+    s = sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote])
     s.add_argument("spec", help="job spec (YAML or JSON)")
     s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
     s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
+    s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
 
-    st = sub.add_parser("status", help="state of a job, its components and steps")
+    st = sub.add_parser("status", help="state of a job, its components and steps", parents=[remote])
     st.add_argument("job")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    lg = sub.add_parser("logs", help="print a job's logs")
+    lg = sub.add_parser("logs", help="print a job's logs", parents=[remote])
     lg.add_argument("job")
     lg.add_argument("--node", help="one node: its INDEX, its name, or <component>-<n>")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
 
-    c = sub.add_parser("cancel", help="cancel a job")
+    c = sub.add_parser("cancel", help="cancel a job", parents=[remote])
     c.add_argument("job")
 
-    sub.add_parser("list", help="your jobs and their states")
+    sub.add_parser("list", help="your jobs and their states", parents=[remote])
 
     for name, helptext in (
         ("env", "print this node's contract variables (inside a job)"),
@@ -85,18 +93,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- spec -> plan --------------------------------------------------------------
-def plan_from_spec(path: str, python: str | None = None, submission: str = "") -> JobPlan:
-    """Load, validate and plan a spec; relative paths are taken from here."""
+def plan_from_spec(path: str, python: str | None = None, submission: str = "", remote: bool = False) -> JobPlan:
+    """Load, validate and plan a spec.
+
+    Here, relative paths are taken from the current directory. For a remote
+    submission they stay relative to the remote workdir (``remote.workdir``, else
+    the login's home directory), and the job's Python is the remote ``python3``.
+    """
     from ti_slurm.contract import MAX_ENV_STRING, worst_case_sizes
     from ti_slurm.errors import SpecError
     from ti_slurm.plan import make_plan
-    from ti_slurm.site import load_site_config
+    from ti_slurm.site import SiteConfig, load_site_config
     from ti_slurm.spec import load_spec
 
     spec = load_spec(path)
-    updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": os.path.abspath(spec.workdir or os.getcwd())}
+    if remote:
+        base = spec.remote.workdir if spec.remote and spec.remote.workdir else None
+        updates = {
+            "output_dir": os.path.join(base, spec.output_dir) if base else spec.output_dir,
+            "workdir": spec.workdir or base,
+        }
+        python = spec.python or "python3"
+        site = SiteConfig()  # the cluster's own site config applies on the cluster side
+    else:
+        updates = {
+            "output_dir": os.path.abspath(spec.output_dir),
+            "workdir": os.path.abspath(spec.workdir or os.getcwd()),
+        }
+        site = load_site_config()
     spec = spec.model_copy(update=updates)
-    plan = make_plan(spec, load_site_config(), python=python, submission=submission)
+    plan = make_plan(spec, site, python=python, submission=submission)
     for name, size in worst_case_sizes(plan).items():
         if size > MAX_ENV_STRING:
             raise SpecError(
@@ -115,17 +141,50 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def remote_host(args: argparse.Namespace, spec_path: str | None = None) -> str:
+    """``--host``, else the spec's ``remote.host``; empty for local commands."""
+    if getattr(args, "host", None):
+        return str(args.host)
+    if spec_path:
+        from ti_slurm.spec import load_spec
+
+        spec = load_spec(spec_path)
+        if spec.remote:
+            return spec.remote.host
+    return ""
+
+
+def open_backend(name: str, args: argparse.Namespace, host: str = "") -> Backend:
+    from ti_slurm.backends import get_backend
+
+    return get_backend(
+        name,
+        host=host,
+        accept_new_host_key=getattr(args, "accept_new_host_key", False),
+        ssh_config=getattr(args, "ssh_config", None),
+    )
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     import uuid
 
-    from ti_slurm.backends import get_backend
     from ti_slurm.backends.base import remember
     from ti_slurm.render import render
 
-    plan = plan_from_spec(args.spec, submission=uuid.uuid4().hex[:16])
+    host = "" if args.local else remote_host(args, args.spec)
+    plan = plan_from_spec(args.spec, submission=uuid.uuid4().hex[:16], remote=bool(host))
     script = render(plan)
-    os.makedirs(plan.output_dir, exist_ok=True)
-    backend = get_backend("local" if args.local else "slurm")
+    if host:
+        backend = open_backend("ssh", args, host)
+        if args.sync:
+            from ti_slurm.backends.ssh import SSHBackend, sync_tree
+
+            assert isinstance(backend, SSHBackend)
+            sent = sync_tree(backend.session, args.sync, plan.workdir or ".")
+            print(f"ti-slurm: synced {sent} changed file(s) to {host}:{plan.workdir or '~'}", file=sys.stderr)
+    else:
+        os.makedirs(plan.output_dir, exist_ok=True)
+        backend = open_backend("local" if args.local else "slurm", args)
     info = backend.submit(plan, script)
     remember(info)
     print(info.job_id, flush=True)
@@ -136,19 +195,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 # -- watching jobs ---------------------------------------------------------
-def find_job(job_id: str) -> tuple[Backend, JobInfo]:
-    from ti_slurm.backends import get_backend
+def find_job(job_id: str, args: argparse.Namespace) -> tuple[Backend, JobInfo]:
+    """The job's record (from this account's registry) and the backend that reaches it."""
     from ti_slurm.backends.base import JobInfo, recall
 
     info = recall(job_id)
+    host = getattr(args, "host", None) or (info.host if info else "")
     if info is None:
         if job_id.startswith("local-"):
             raise TiSlurmError(f"job {job_id}: unknown local job (not submitted from this account)")
-        backend = get_backend("slurm")
+        backend = open_backend("ssh" if host else "slurm", args, host)
         job_dir = backend.job_dir_of(job_id) if hasattr(backend, "job_dir_of") else None
-        info = JobInfo(job_id, backend="slurm", job_dir=job_dir or "")
-        return backend, info
-    return get_backend(info.backend), info
+        return backend, JobInfo(job_id, backend=backend.name, job_dir=job_dir or "", host=host)
+    return open_backend("ssh" if host else info.backend, args, host), info
 
 
 def current_status(backend: Backend, info: JobInfo) -> JobStatus:
@@ -189,7 +248,7 @@ def wait_for(backend: Backend, info: JobInfo) -> JobStatus:
 def cmd_status(args: argparse.Namespace) -> int:
     from ti_slurm.status import format_status
 
-    backend, info = find_job(args.job)
+    backend, info = find_job(args.job, args)
     status = current_status(backend, info)
     print(status.to_json() if args.json else format_status(status))
     return 0
@@ -213,7 +272,7 @@ def log_files(status: JobStatus, node: str | None) -> list[tuple[str, str]]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    backend, info = find_job(args.job)
+    backend, info = find_job(args.job, args)
     offsets: dict[str, int] = {}
     while True:
         status = current_status(backend, info)
@@ -234,24 +293,28 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    backend, info = find_job(args.job)
+    backend, info = find_job(args.job, args)
     backend.cancel(info)
     print(f"ti-slurm: cancel requested for job {info.job_id}", file=sys.stderr)
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ti_slurm.backends import get_backend
     from ti_slurm.backends.base import recall_all
     from ti_slurm.status import job_status, parse_events
 
     jobs = recall_all()
+    if getattr(args, "host", None):
+        jobs = [j for j in jobs if j.host == args.host]
     queued: dict[str, JobInfo] = {}
-    for name in sorted({j.backend for j in jobs}):  # one queue query per backend
-        queued.update(get_backend(name).queue_states([j for j in jobs if j.backend == name]))
+    backends: dict[tuple[str, str], Backend] = {}
+    for key in sorted({(j.backend, j.host) for j in jobs}):  # one queue query per backend and host
+        backends[key] = open_backend(key[0], args, key[1])
+        queued.update(backends[key].queue_states([j for j in jobs if (j.backend, j.host) == key]))
     print(f"{'JOB':<18} {'NAME':<20} {'STATE':<10} REASON")
     for job in jobs:
-        events = parse_events(get_backend(job.backend).read_text(os.path.join(job.job_dir, "status.jsonl")))
+        backend = backends[(job.backend, job.host)]
+        events = parse_events(backend.read_text(os.path.join(job.job_dir, "status.jsonl")))
         st = job_status(job, events, queued.get(job.job_id))
         print(f"{job.job_id:<18} {job.name:<20} {st.state:<10} {st.reason}")
     return 0

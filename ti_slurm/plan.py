@@ -130,7 +130,7 @@ def make_plan(
         nccl_overrides={k: dict(v) for k, v in site.nccl.items()},
         master_port=spec.master_port,
         port_range=(site.port_min, site.port_max),
-        rendezvous_timeout=spec.rendezvous_timeout,
+        rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,

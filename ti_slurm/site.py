@@ -6,9 +6,12 @@
     port_min = 61000
     port_max = 65535
     python = "/opt/ti-slurm/bin/python"
+    rendezvous_timeout = 300
 
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
     NCCL_IB_GID_INDEX = "5"
+
+The README lists every key; hooks.py uses the Prolog/Epilog ones.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ti_slurm.errors import SpecError
@@ -24,6 +27,7 @@ from ti_slurm.errors import SpecError
 DEFAULT_PATH = "/etc/ti-slurm/config.toml"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*|\*")
+_DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,14 @@ class SiteConfig:
     port_min: int = 61000
     port_max: int = 65535
     python: str | None = None
+    rendezvous_timeout: int = 300
+    # Prolog / Epilog
+    job_dir_base: str = "/var/lib/ti-slurm/jobs"
+    rdma_devices: tuple[str, ...] = ()
+    rdma_check: str = "log"  # log | drain
+    sysfs_root: str = "/sys"  # "{node}" is replaced by the node's name (for test clusters)
+    hook_timeout: int = 30
+    log_file: str | None = None
 
 
 def load_site_config(path: str | None = None) -> SiteConfig:
@@ -53,14 +65,30 @@ def load_site_config(path: str | None = None) -> SiteConfig:
 
 
 def parse_site_config(data: dict[str, object], where: str = "site config") -> SiteConfig:
-    """Validate a decoded site config."""
-    known = {"rdma_partitions", "nccl", "port_min", "port_max", "python"}
+    """Validate a decoded site config; every problem is one line naming the key."""
+    known = {f.name for f in fields(SiteConfig)}
     for key in data:
         if key not in known:
             raise SpecError(f"{where}: {key}", data[key], f"unknown key; known keys: {', '.join(sorted(known))}")
-    parts = data.get("rdma_partitions", [])
-    if not isinstance(parts, list) or not all(isinstance(x, str) and _PARTITION.fullmatch(x) for x in parts):
-        raise SpecError(f"{where}: rdma_partitions", parts, "expected a list of partition names")
+
+    def names(key: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) and pattern.fullmatch(x) for x in value):
+            raise SpecError(f"{where}: {key}", value, "expected a list of names")
+        return tuple(value)
+
+    def integer(key: str, lo: int, hi: int, default: int) -> int:
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            raise SpecError(f"{where}: {key}", value, f"expected a whole number from {lo} to {hi}")
+        return value
+
+    def path(key: str, default: str | None) -> str | None:
+        value = data.get(key, default)
+        if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
+            raise SpecError(f"{where}: {key}", value, "expected an absolute path")
+        return value
+
     nccl = data.get("nccl", {})
     if not isinstance(nccl, dict):
         raise SpecError(f"{where}: nccl", nccl, "expected a table of partitions")
@@ -70,18 +98,23 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         for name, value in table.items():
             if not _ENV_NAME.fullmatch(name) or not isinstance(value, str) or "\x00" in value:
                 raise SpecError(f"{where}: nccl.{part}.{name}", value, 'expected NAME = "string value"')
-    lo, hi = data.get("port_min", 61000), data.get("port_max", 65535)
-    if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 1024 and lo + 63 <= hi <= 65535):
-        raise SpecError(
-            f"{where}: port_min/port_max", (lo, hi), "need 1024 <= port_min, port_min + 63 <= port_max <= 65535"
-        )
-    python = data.get("python")
-    if python is not None and (not isinstance(python, str) or not python.startswith("/")):
-        raise SpecError(f"{where}: python", python, "expected an absolute path to a Python with ti-slurm installed")
+    lo, hi = integer("port_min", 1024, 65535, 61000), integer("port_max", 1024, 65535, 65535)
+    if lo + 63 > hi:
+        raise SpecError(f"{where}: port_max", hi, "the port range needs at least 64 ports")
+    check = data.get("rdma_check", "log")
+    if check not in ("log", "drain"):
+        raise SpecError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
     return SiteConfig(
-        rdma_partitions=tuple(parts),
+        rdma_partitions=names("rdma_partitions", _PARTITION),
         nccl={k: dict(v) for k, v in nccl.items()},
         port_min=lo,
         port_max=hi,
-        python=python,
+        python=path("python", None),
+        rendezvous_timeout=integer("rendezvous_timeout", 1, 86400, 300),
+        job_dir_base=path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
+        rdma_devices=names("rdma_devices", _DEVICE),
+        rdma_check=str(check),
+        sysfs_root=path("sysfs_root", "/sys") or "/sys",
+        hook_timeout=integer("hook_timeout", 1, 600, 30),
+        log_file=path("log_file", None),
     )

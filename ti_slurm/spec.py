@@ -120,7 +120,7 @@ class JobSpec(_Strict):
     # the platform contract
     rdma: Literal["auto", "on", "off"] = "auto"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
-    rendezvous_timeout: int = Field(default=300, ge=1, le=86400)
+    rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     remote: RemoteSpec | None = None
 
     @field_validator("name")

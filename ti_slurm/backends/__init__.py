@@ -13,8 +13,8 @@ from ti_slurm.errors import SpecError
 __all__ = ["Backend", "JobInfo", "get_backend"]
 
 
-def get_backend(name: str, **options: object) -> Backend:
-    """Return the backend called ``name``."""
+def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ssh_config: str | None = None) -> Backend:
+    """Return the backend called ``name`` (``ssh`` needs ``host``)."""
     if name == "local":
         from ti_slurm.backends.local import LocalBackend
 
@@ -23,4 +23,10 @@ def get_backend(name: str, **options: object) -> Backend:
         from ti_slurm.backends.slurm import SlurmBackend
 
         return SlurmBackend()
-    raise SpecError("backend", name, "expected one of: local, slurm")
+    if name == "ssh":
+        try:
+            from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
+        except ImportError:
+            raise SpecError("--host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
+        return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))
+    raise SpecError("backend", name, "expected one of: local, slurm, ssh")

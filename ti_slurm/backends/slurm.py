@@ -77,11 +77,11 @@ class SlurmBackend:
         self.run = run
         self._version: tuple[int, int] | None = None
 
-    def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
+    def _ok(self, argv: Sequence[str], stdin: str | None = None, what: str = "") -> str:
         res = self.run(argv, stdin)
         if res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
-            raise BackendError(f"{argv[0]} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
+            raise BackendError(f"{what or argv[0]} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
         return res.stdout
 
     def version(self) -> tuple[int, int]:
@@ -89,13 +89,22 @@ class SlurmBackend:
             self._version = parse_version(self._ok(["sinfo", "--version"]))
         return self._version
 
-    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+    def sbatch_argv(self, plan: JobPlan) -> list[str]:
+        """``sbatch --parsable``, tagged with the submission id (the script comes on stdin)."""
         argv = ["sbatch", "--parsable"]
         if plan.submission:
             argv.append(f"--comment=ti-slurm:{plan.submission}")
-        job_id = parse_job_id(self._ok(argv, script))
+        return argv
+
+    def _info(self, job_id: str, plan: JobPlan) -> JobInfo:
         job_dir = os.path.join(plan.output_dir, job_id)
         return JobInfo(job_id, plan.name, self.name, job_dir, "PENDING", submission=plan.submission)
+
+    def _submit_with(self, argv: list[str], plan: JobPlan, script: str) -> JobInfo:
+        return self._info(parse_job_id(self._ok(argv, script, what="sbatch")), plan)
+
+    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+        return self._submit_with(self.sbatch_argv(plan), plan, script)
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         if not jobs:

@@ -1,0 +1,223 @@
+"""Remote submission over SSH: a real sshd on loopback in front of the real test cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, processes_matching, run_cli
+from tests.sshd import LOGIN_PATH, Sshd, keygen, start_sshd
+
+pytestmark = pytest.mark.usefixtures("cluster")
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    server = start_sshd(tmp_path_factory.mktemp("sshd"), LOGIN_PATH)
+    yield server
+    server.stop()
+
+
+def ssh_config(tmp: Path, server: Sshd, known_hosts: str | None = None, extra: str = "") -> Path:
+    known = tmp / "known_hosts"
+    known.write_text(server.known_hosts_line() if known_hosts is None else known_hosts)
+    config = tmp / "ssh_config"
+    config.write_text(
+        f"""Host login
+  HostName 127.0.0.1
+  Port {server.port}
+  User root
+  IdentityFile {server.user_key}
+  UserKnownHostsFile {known}
+
+Host viajump
+  HostName 127.0.0.1
+  Port {server.port}
+  User root
+  IdentityFile {server.user_key}
+  UserKnownHostsFile {known}
+  ProxyJump login
+{extra}"""
+    )
+    return config
+
+
+def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, env={"XDG_STATE_HOME": str(tmp / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "3"})
+
+
+def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def test_remote_ddp_submit_wait_logs_status(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    remote = tmp_path / "remote"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "mode: ddp\nnodes: 2\ngpus_per_node: 2\n"
+        "command: torchrun --nproc_per_node $GPU_NUM_PER_NODE --nnodes $WORLD_SIZE --node_rank $RANK "
+        "--master_addr $MASTER_ADDR --master_port $MASTER_PORT train.py --epochs 5\n"
+        f"remote: {{host: login, workdir: {remote}}}\n"
+    )
+    res = cli(
+        tmp_path, "submit", str(spec), "--ssh-config", str(config), "--sync", str(ROOT / "examples" / "ddp"), "--wait"
+    )
+    assert res.returncode == 0, res.stderr
+    assert "synced" in res.stderr and (remote / "train.py").exists()
+    job = res.stdout.split()[0]
+    logs = cli(tmp_path, "logs", job, "--ssh-config", str(config)).stdout
+    assert sorted(re.findall(r"rank (\d)/4 on node\d\d", logs)) == ["0", "1", "2", "3"]
+    status = json.loads(cli(tmp_path, "status", job, "--json", "--ssh-config", str(config)).stdout)
+    assert status["state"] == "COMPLETED" and str(remote) in status["job_dir"]
+    again = cli(tmp_path, "submit", str(spec), "--ssh-config", str(config), "--sync", str(ROOT / "examples" / "ddp"))
+    assert "synced 0 changed file(s)" in again.stderr  # only changed files travel
+    cli(tmp_path, "cancel", again.stdout.split()[0], "--ssh-config", str(config))
+
+
+def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 2\ncommand: {marker}\noutput_dir: {tmp_path / 'out'}\n")
+    res = cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config))
+    job = res.stdout.split()[0]
+    deadline = time.monotonic() + 60
+    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert cli(tmp_path, "cancel", job, "--ssh-config", str(config)).returncode == 0
+    deadline = time.monotonic() + 60
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(marker) == []
+    listing = cli(tmp_path, "list", "--ssh-config", str(config)).stdout
+    assert re.search(rf"^{job}\s+ti-slurm\s+(CANCELLED|FAILED)", listing, re.M), listing
+
+
+def test_unknown_host_key_is_refused_and_accept_new_records_it(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd, known_hosts="")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {tmp_path / 'out'}\n")
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+    assert "not in known_hosts" in err and "--accept-new-host-key" in err
+    ok = cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config), "--accept-new-host-key")
+    assert ok.returncode == 0, ok.stderr
+    assert sshd.host_pub.split()[1] in (tmp_path / "known_hosts").read_text()
+
+
+def test_changed_host_key_is_refused_even_with_accept_new(tmp_path: Path, sshd: Sshd) -> None:
+    other = keygen(tmp_path / "otherkey").split()
+    config = ssh_config(tmp_path, sshd, known_hosts=f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
+    err = one_line_error(
+        cli(tmp_path, "status", "123", "--host", "login", "--ssh-config", str(config), "--accept-new-host-key")
+    )
+    assert "CHANGED" in err
+
+
+def test_auth_failure_is_one_line(tmp_path: Path, sshd: Sshd) -> None:
+    stranger = tmp_path / "stranger"
+    keygen(stranger)
+    config = ssh_config(tmp_path, sshd)
+    config.write_text(config.read_text().replace(str(sshd.user_key), str(stranger)))
+    err = one_line_error(cli(tmp_path, "status", "1", "--host", "login", "--ssh-config", str(config)))
+    assert "authentication failed for root@127.0.0.1" in err
+
+
+def test_unreachable_host_is_one_line(tmp_path: Path) -> None:
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    number = port.getsockname()[1]
+    port.close()
+    err = one_line_error(cli(tmp_path, "status", "1", "--host", f"root@127.0.0.1:{number}"))
+    assert f"cannot reach root@127.0.0.1:{number}" in err
+
+
+def test_server_that_never_sends_a_banner_times_out(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    start = time.monotonic()
+    err = one_line_error(cli(tmp_path, "status", "1", "--host", f"root@127.0.0.1:{listener.getsockname()[1]}"))
+    assert time.monotonic() - start < 30
+    assert "banner" in err.lower() or "timed out" in err
+    listener.close()
+
+
+def test_missing_sbatch_and_rejected_job_are_one_line(tmp_path: Path, sshd: Sshd) -> None:
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    for tool in ("sh", "mkdir", "cat"):
+        (bare / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
+    no_slurm = start_sshd(tmp_path / "sshd2", str(bare), user_key=sshd.user_key)
+    try:
+        config = ssh_config(tmp_path, no_slurm)
+        spec = tmp_path / "job.yaml"
+        spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {tmp_path / 'out'}\n")
+        err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+        assert "sbatch is not installed on 127.0.0.1" in err
+    finally:
+        no_slurm.stop()
+    config = ssh_config(tmp_path, sshd)
+    spec.write_text(f"mode: mpi\nnodes: 1\npartition: nosuch\ncommand: 'true'\noutput_dir: {tmp_path / 'out'}\n")
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+    assert "sbatch failed" in err and "partition" in err.lower()
+
+
+def test_proxy_jump_is_honoured(tmp_path: Path, sshd: Sshd) -> None:
+    from ti_slurm.backends.ssh import SSHSession, parse_target
+
+    config = ssh_config(tmp_path, sshd)
+    with SSHSession(parse_target("viajump", str(config)), config_path=str(config)) as session:
+        assert session._jump is not None
+        assert session.run(["echo", "through the jump host"]).stdout == "through the jump host\n"
+
+
+def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
+    from ti_slurm.backends.ssh import SSHSession, parse_target
+
+    config = ssh_config(tmp_path, sshd)
+    with SSHSession(parse_target("login", str(config))) as session:
+        res = session.run(["sh", "-c", "head -c 3000000 /dev/zero; head -c 3000000 /dev/zero >&2; exit 3"])
+    assert (res.stdout.count("\0"), res.stderr.count("\0"), res.returncode) == (3000000, 3000000, 3)
+
+
+def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, sshd: Sshd) -> None:
+    from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
+    from ti_slurm.errors import BackendError
+    from ti_slurm.plan import make_plan
+    from ti_slurm.render import render
+    from ti_slurm.spec import parse_spec
+
+    class DropsAfterSbatch(SSHSession):
+        dropped = False
+
+        def run(self, argv, stdin=None):  # type: ignore[no-untyped-def]
+            res = super().run(argv, stdin)
+            if "sbatch" in argv and not self.dropped:
+                self.dropped = True  # sbatch accepted the job, then the link went down
+                raise BackendError(f"connection to {self.target} dropped: EOF")
+            return res
+
+    config = ssh_config(tmp_path, sshd)
+    tag = uuid.uuid4().hex[:16]
+    spec = parse_spec({"mode": "mpi", "nodes": 1, "command": "sleep 30", "output_dir": str(tmp_path / "out")})
+    plan = make_plan(spec, python="python3", submission=tag)
+    backend = SSHBackend(DropsAfterSbatch(parse_target("login", str(config))))
+    info = backend.submit(plan, render(plan))
+    queued = subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True, check=True).stdout
+    mine = [line.split()[0] for line in queued.splitlines() if line.endswith(f"ti-slurm:{tag}")]
+    assert mine == [info.job_id]
+    subprocess.run(["scancel", info.job_id], check=True)

@@ -1,0 +1,85 @@
+"""A real OpenSSH server on a loopback port, with throwaway host and user keys (for tests)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    dir: Path
+    port: int
+    host_pub: str
+    user_key: Path
+    proc: subprocess.Popen[bytes]
+
+    def known_hosts_line(self) -> str:
+        kind, key = self.host_pub.split()[:2]
+        return f"[127.0.0.1]:{self.port} {kind} {key}\n"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def start_sshd(folder: Path, path_env: str, user_key: Path | None = None) -> Sshd:
+    """Start sshd on 127.0.0.1; sessions get PATH=path_env (like a login node's profile)."""
+    if shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists():
+        raise RuntimeError("openssh-server is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    host_pub = keygen(folder / "hostkey")
+    if user_key is None:
+        user_key = folder / "userkey"
+        keygen(user_key)
+    (folder / "authorized_keys").write_text(user_key.with_suffix(".pub").read_text())
+    port = free_port()
+    (folder / "sshd_config").write_text(
+        f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {folder / "hostkey"}
+PidFile {folder / "sshd.pid"}
+AuthorizedKeysFile {folder / "authorized_keys"}
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowAgentForwarding no
+AllowTcpForwarding yes
+SetEnv PATH={path_env}
+Subsystem sftp internal-sftp
+"""
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    with open(folder / "sshd.log", "wb") as log:
+        proc = subprocess.Popen(
+            ["/usr/sbin/sshd", "-D", "-e", "-f", str(folder / "sshd_config")], stdout=subprocess.DEVNULL, stderr=log
+        )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return Sshd(folder, port, host_pub, user_key, proc)
+
+
+LOGIN_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"

@@ -1,0 +1,319 @@
+"""SSH backend: the Slurm commands of a login node, over one paramiko connection.
+
+- Targets: ``host``, ``user@host``, ``user@host:port`` or an alias from
+  ``~/.ssh/config`` (HostName, User, Port, IdentityFile, ProxyJump, UserKnownHostsFile).
+- Host keys are checked against known_hosts; an unknown or changed key is
+  refused. ``accept_new=True`` (``--accept-new-host-key``) records a key
+  never seen before, like ``StrictHostKeyChecking=accept-new``; a changed key
+  is always refused.
+- Keys and the agent authenticate; passwords are never asked for; the agent
+  is not forwarded.
+- Each command drains stdout and stderr while it runs (paramiko deadlocks
+  when a channel's buffers fill and nobody reads them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.slurm import SlurmBackend
+from ti_slurm.errors import BackendError, SpecError
+from ti_slurm.plan import JobPlan
+
+logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
+logging.getLogger("paramiko").propagate = False
+CONNECT_TIMEOUT = float(os.environ.get("TI_SLURM_SSH_TIMEOUT", "10"))  # connect, banner and auth
+_NOT_FOUND = re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found")
+_TARGET = re.compile(
+    r"(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>\d{1,5}))?"
+)
+
+
+@dataclass
+class Target:
+    """Where to connect, after ``~/.ssh/config`` is applied."""
+
+    alias: str
+    host: str
+    port: int = 22
+    user: str | None = None
+    identity_files: list[str] = field(default_factory=list)
+    proxy_jump: str | None = None
+    known_hosts: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+
+def parse_target(text: str, config_path: str | None = None) -> Target:
+    """Parse a target and apply the matching ``Host`` block of the SSH config."""
+    m = _TARGET.fullmatch(text or "")
+    if m is None:
+        raise SpecError("host", text, "expected host, user@host, user@host:port or an ~/.ssh/config alias")
+    alias = m.group("host").strip("[]")
+    config = paramiko.SSHConfig()
+    path = Path(config_path or os.path.expanduser("~/.ssh/config"))
+    if path.exists():
+        config = paramiko.SSHConfig.from_path(str(path))
+    entry: dict[str, Any] = config.lookup(alias)
+    port = int(m.group("port") or entry.get("port", 22))
+    if not 0 < port < 65536:
+        raise SpecError("host", text, "the port must be 1-65535")
+    known = entry.get("userknownhostsfile", "~/.ssh/known_hosts").split()
+    return Target(
+        alias=alias,
+        host=entry.get("hostname", alias),
+        port=port,
+        user=m.group("user") or entry.get("user"),
+        identity_files=[os.path.expanduser(p) for p in entry.get("identityfile", [])],
+        proxy_jump=entry.get("proxyjump"),
+        known_hosts=[os.path.expanduser(p) for p in known],
+    )
+
+
+class SSHSession:
+    """One SSH connection that runs commands and reads files on a login node."""
+
+    def __init__(self, target: Target, accept_new: bool = False, config_path: str | None = None) -> None:
+        self.target, self.accept_new, self.config_path = target, accept_new, config_path
+        self.round_trips = 0
+        self._client: Any = None
+        self._jump: SSHSession | None = None
+
+    # -- connection ------------------------------------------------------------
+    def connect(self) -> None:
+        client = paramiko.SSHClient()
+        client.load_system_host_keys()
+        for path in self.target.known_hosts:
+            if os.path.exists(path):
+                client.load_host_keys(path)
+        client.set_missing_host_key_policy(_AcceptNew(self.target) if self.accept_new else _Refuse(self.target))
+        sock = None
+        if self.target.proxy_jump:
+            self._jump = SSHSession(
+                parse_target(self.target.proxy_jump, self.config_path), self.accept_new, self.config_path
+            )
+            self._jump.connect()
+            transport = self._jump._client.get_transport()
+            sock = transport.open_channel("direct-tcpip", (self.target.host, self.target.port), ("127.0.0.1", 0))
+        try:
+            client.connect(
+                self.target.host,
+                port=self.target.port,
+                username=self.target.user,
+                key_filename=self.target.identity_files or None,  # type: ignore[arg-type]  # a list works too
+                allow_agent=True,
+                look_for_keys=True,
+                timeout=CONNECT_TIMEOUT,
+                banner_timeout=CONNECT_TIMEOUT,
+                auth_timeout=CONNECT_TIMEOUT,
+                sock=sock,
+            )
+        except paramiko.BadHostKeyException:
+            raise BackendError(
+                f"host key for {self.target.host} has CHANGED since it was recorded in known_hosts: refusing to "
+                "connect (possible man-in-the-middle; if the host was reinstalled, remove its old key: ssh-keygen -R)"
+            ) from None
+        except paramiko.AuthenticationException:
+            raise BackendError(
+                f"authentication failed for {self.target}: no key or agent identity was accepted "
+                "(ti-slurm uses keys and the agent only, never passwords)"
+            ) from None
+        except paramiko.SSHException as exc:
+            if isinstance(exc, HostKeyRefused):
+                raise BackendError(str(exc)) from None
+            if "banner" in str(exc) or "No existing session" in str(exc):
+                raise BackendError(
+                    f"{self.target} accepted the connection but sent no SSH banner within {CONNECT_TIMEOUT:.0f}s"
+                ) from None
+            raise BackendError(f"ssh to {self.target}: {exc}") from None
+        except TimeoutError:
+            raise BackendError(f"cannot reach {self.target}: timed out after {CONNECT_TIMEOUT:.0f}s") from None
+        except OSError as exc:
+            raise BackendError(f"cannot reach {self.target}: {exc.strerror or exc}") from None
+        self._client = client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._jump is not None:
+            self._jump.close()
+
+    def __enter__(self) -> SSHSession:
+        if self._client is None:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- commands --------------------------------------------------------------
+    def run(self, argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` on the remote host (quoted), feeding ``stdin``; drain both outputs."""
+        if self._client is None:
+            self.connect()
+        self.round_trips += 1
+        command = " ".join(shlex.quote(a) for a in argv)
+        try:
+            transport = self._client.get_transport()
+            channel = transport.open_session(timeout=CONNECT_TIMEOUT)
+            channel.exec_command(command)
+            if stdin:
+                channel.sendall(stdin.encode())
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                got = False
+                while channel.recv_ready():
+                    out += channel.recv(65536)
+                    got = True
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                    got = True
+                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                    break
+                if not got:
+                    time.sleep(0.005)
+            code = channel.recv_exit_status()
+            channel.close()
+        except (OSError, EOFError) as exc:
+            raise BackendError(f"connection to {self.target} dropped: {exc}") from None
+        except Exception as exc:  # paramiko.SSHException
+            raise BackendError(f"ssh to {self.target}: {exc}") from None
+        text_err = err.decode(errors="replace")
+        missing = _NOT_FOUND.search(text_err) if code == 127 else None
+        if missing:
+            raise BackendError(f"{missing.group(1)} is not installed on {self.target.host} (is it a Slurm login node?)")
+        return subprocess.CompletedProcess(list(argv), code, out.decode(errors="replace"), text_err)
+
+    def read_text(self, path: str) -> str | None:
+        res = self.run(["cat", "--", path])
+        return res.stdout if res.returncode == 0 else None
+
+
+class HostKeyRefused(paramiko.SSHException):
+    """The host's key is not in known_hosts and accepting new keys was not asked for."""
+
+
+class _Refuse(paramiko.MissingHostKeyPolicy):
+    """Missing-host-key policy: refuse (the default)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        raise HostKeyRefused(
+            f"host key for {hostname} is not in known_hosts ({', '.join(self.target.known_hosts)}): verify it, then "
+            "add it (ssh-keyscan, or connect once with --accept-new-host-key)"
+        )
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Missing-host-key policy: record a never-seen host's key (``accept-new``)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        # paramiko names the host "[host]:port" already when the port is not 22
+        path = self.target.known_hosts[0] if self.target.known_hosts else os.path.expanduser("~/.ssh/known_hosts")
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SSHBackend(SlurmBackend):
+    """The Slurm backend with every command sent over one SSH session."""
+
+    name = "ssh"
+
+    def __init__(self, session: SSHSession) -> None:
+        super().__init__(run=session.run)
+        self.session = session
+
+    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+        """Create the output directory and sbatch the script from stdin: one round trip.
+
+        If the connection drops after sbatch may have accepted the job, look the
+        job up by its submission tag before trying again, so it is never submitted twice.
+        """
+        argv = ["sh", "-c", 'mkdir -p -- "$1" && shift && exec "$@"', "sh", plan.output_dir, *self.sbatch_argv(plan)]
+        try:
+            info = self._submit_with(argv, plan, script)
+        except BackendError as exc:
+            if "dropped" not in str(exc) or not plan.submission:
+                raise
+            self.session.close()
+            self.session.connect()
+            found = self.find_by_comment(f"ti-slurm:{plan.submission}")
+            info = self._info(found, plan) if found else self._submit_with(argv, plan, script)
+        info.host = self.session.target.alias
+        return info
+
+    def read_text(self, path: str) -> str | None:
+        return self.session.read_text(path)
+
+
+def sync_tree(session: SSHSession, local: str, remote: str, excludes: Sequence[str] = ()) -> int:
+    """Upload files of ``local`` that differ (size or mtime) from ``remote``; return how many went."""
+    import fnmatch
+    import stat
+
+    if session._client is None:
+        session.connect()
+    skip = [".git", "__pycache__", "*.pyc", ".venv", "ti-slurm-jobs", *excludes]
+    sftp = session._client.open_sftp()
+    sent = 0
+    try:
+        for root, dirs, files in os.walk(local):
+            dirs[:] = [d for d in dirs if not any(fnmatch.fnmatch(d, pat) for pat in skip)]
+            rel = os.path.relpath(root, local)
+            target_dir = remote if rel == "." else f"{remote}/{rel}"
+            try:
+                sftp.stat(target_dir)
+            except OSError:
+                _sftp_makedirs(sftp, target_dir)
+            for name in files:
+                if any(fnmatch.fnmatch(name, pat) for pat in skip):
+                    continue
+                src, dst = os.path.join(root, name), f"{target_dir}/{name}"
+                st = os.stat(src)
+                try:
+                    rst = sftp.stat(dst)
+                    if rst.st_size == st.st_size and int(rst.st_mtime or 0) == int(st.st_mtime):
+                        continue
+                except OSError:
+                    pass
+                sftp.put(src, dst)
+                sftp.utime(dst, (st.st_atime, st.st_mtime))
+                sftp.chmod(dst, stat.S_IMODE(st.st_mode))
+                sent += 1
+    finally:
+        sftp.close()
+    return sent
+
+
+def _sftp_makedirs(sftp: Any, path: str) -> None:
+    parts = path.split("/")
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        if not sub:
+            continue
+        try:
+            sftp.stat(sub)
+        except OSError:
+            sftp.mkdir(sub)

@@ -1,0 +1,226 @@
+"""Slurm Prolog/Epilog hooks for cluster admins (``ti-slurm-prolog``, ``ti-slurm-epilog``).
+
+They run as root on every node of a job, so they trust nothing a user controls
+(job name, comment, work dir), validate ``SLURM_JOB_ID``/``SLURM_JOB_USER``,
+use absolute paths, never follow symlinks, finish within the site's time
+bound, log to syslog (or the site's log file), and exit 0 on any trouble that
+should not drain a node. The one deliberate non-zero exit: the Prolog finds an
+RDMA port down on an RDMA partition and the site asked to drain such nodes.
+
+- Prolog: creates ``<job_dir_base>/<job id>`` (owned by the job's user, mode
+  0700), where the job's hostfile and agent go; checks RDMA ports.
+- Epilog: stops what the job left behind (processes whose environment names
+  this job: escaped Ray daemons, parameter servers, MPI daemons; never another
+  job's) and removes the job directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import syslog
+import time
+from collections.abc import Mapping
+
+from ti_slurm.site import SiteConfig, load_site_config
+
+_JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?", re.I)
+SCONTROL = "/usr/bin/scontrol"
+
+
+class HookError(Exception):
+    """A problem the hook logs and survives (exit 0)."""
+
+
+class DrainNode(Exception):
+    """The node must not run jobs: exit non-zero so Slurm drains it."""
+
+
+def log(site: SiteConfig, message: str) -> None:
+    line = f"ti-slurm {message}"
+    if site.log_file:
+        try:
+            fd = os.open(site.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "a") as fh:
+                fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+            return
+        except OSError:
+            pass
+    syslog.syslog(syslog.LOG_NOTICE, line)
+
+
+def job_identity(env: Mapping[str, str]) -> tuple[str, pwd.struct_passwd]:
+    """The validated job id and the job's user; anything odd is a HookError."""
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not _JOB_ID.fullmatch(job_id):
+        raise HookError(f"refusing SLURM_JOB_ID={job_id[:40]!r}: not a job id")
+    user = env.get("SLURM_JOB_USER", "")
+    if not _USER.fullmatch(user):
+        raise HookError(f"refusing SLURM_JOB_USER={user[:40]!r}: not a user name")
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise HookError(f"refusing SLURM_JOB_USER={user!r}: no such user") from None
+    uid = env.get("SLURM_JOB_UID")
+    if uid is not None and uid != str(entry.pw_uid):
+        raise HookError(f"SLURM_JOB_UID={uid[:12]!r} does not match user {user}")
+    return job_id, entry
+
+
+def safe_base(site: SiteConfig) -> str:
+    """The root-owned base of job directories; created 0755 when missing, refused when unsafe."""
+    base = site.job_dir_base
+    if not os.path.isabs(base):
+        raise HookError(f"job_dir_base {base!r} is not an absolute path")
+    os.makedirs(base, mode=0o755, exist_ok=True)
+    info = os.lstat(base)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise HookError(f"{base} must be a directory owned by root and writable by root only")
+    return base
+
+
+def remove_path(path: str) -> None:
+    """Remove a file, symlink (not its target) or directory tree, never following symlinks."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)  # fd-based on Linux: does not follow symlinks inside
+    else:
+        os.unlink(path)
+
+
+def make_job_dir(site: SiteConfig, job_id: str, user: pwd.struct_passwd) -> str:
+    base = safe_base(site)
+    path = os.path.join(base, job_id)
+    remove_path(path)  # whatever was planted there (a symlink, a stale dir) goes, its target untouched
+    os.mkdir(path, 0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, user.pw_uid, user.pw_gid)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return path
+
+
+def rdma_port_problems(site: SiteConfig, node: str) -> list[str]:
+    """Ports of the site's RDMA devices that are not ACTIVE, or devices that are missing."""
+    root = site.sysfs_root.replace("{node}", node)
+    problems = []
+    for device in site.rdma_devices:
+        ports = sorted(glob.glob(os.path.join(root, "class", "infiniband", device, "ports", "*", "state")))
+        if not ports:
+            problems.append(f"{device} missing")
+        for state_file in ports:
+            try:
+                with open(state_file) as fh:
+                    state = fh.read().strip()
+            except OSError as exc:
+                state = f"unreadable ({exc.strerror})"
+            if not state.endswith("ACTIVE"):
+                port = state_file.split(os.sep)[-2]
+                problems.append(f"{device} port {port} {state.split(':')[-1].strip()}")
+    return problems
+
+
+def drain(node: str, reason: str, timeout: float) -> None:
+    """Drain this node with a reason that names the device (Slurm alone would say 'Prolog error')."""
+    subprocess.run(
+        [SCONTROL, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+        timeout=timeout,
+        check=False,
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+
+
+def prolog(env: Mapping[str, str], site: SiteConfig) -> int:
+    job_id, user = job_identity(env)
+    path = make_job_dir(site, job_id, user)
+    log(site, f"prolog: job {job_id}: created {path} for {user.pw_name}")
+    partition = env.get("SLURM_JOB_PARTITION", "")
+    node = env.get("SLURMD_NODENAME", "")
+    if partition in site.rdma_partitions and site.rdma_devices:
+        problems = rdma_port_problems(site, node)
+        if problems:
+            reason = f"ti-slurm prolog: RDMA {', '.join(problems)}"
+            log(site, f"prolog: job {job_id} on {node}: {reason}")
+            if site.rdma_check == "drain":
+                drain(node, reason[:120], min(10.0, site.hook_timeout / 2))
+                raise DrainNode(reason)
+    return 0
+
+
+def job_processes(job_id: str) -> list[int]:
+    """PIDs whose environment says they belong to ``job_id`` (also as a component of a het job)."""
+    pids = []
+    needles = (f"SLURM_JOB_ID={job_id}".encode(),)
+    het = re.compile(rb"SLURM_JOB_ID_HET_GROUP_\d+=" + re.escape(job_id.encode()))
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                names = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if any(n in needles for n in names) or any(het.fullmatch(n) for n in names):
+            pids.append(int(entry))
+    return pids
+
+
+def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
+    job_id, _user = job_identity(env)
+    leftovers = job_processes(job_id)
+    for pid in leftovers:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    if leftovers:
+        log(site, f"epilog: job {job_id}: killed {len(leftovers)} leftover process(es)")
+    base = safe_base(site)
+    remove_path(os.path.join(base, job_id))
+    log(site, f"epilog: job {job_id}: cleaned")
+    return 0
+
+
+def run_hook(name: str) -> int:
+    """Entry point: never a traceback, exit 0 unless the node must drain."""
+    try:
+        site = load_site_config()
+    except Exception as exc:
+        syslog.syslog(syslog.LOG_ERR, f"ti-slurm {name}: site config: {exc}")
+        return 0
+
+    def out_of_time(signum: int, frame: object) -> None:
+        raise HookError(f"timed out after {site.hook_timeout}s")
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(max(1, int(site.hook_timeout)))
+    try:
+        return (prolog if name == "prolog" else epilog)(os.environ, site)
+    except DrainNode:
+        return 1
+    except Exception as exc:  # log, never drain a node by accident
+        log(site, f"{name}: {exc}")
+        return 0
+    finally:
+        signal.alarm(0)
+
+
+def prolog_main() -> None:
+    sys.exit(run_hook("prolog"))
+
+
+def epilog_main() -> None:
+    sys.exit(run_hook("epilog"))
