@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("job")
 
     sub.add_parser("list", help="your jobs and their states", parents=[remote])
+    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, munge, MPI, RDMA")
 
     for name, helptext in (
         ("env", "print this node's contract variables (inside a job)"),
@@ -320,6 +321,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ti_slurm.doctor import doctor
+
+    return doctor()
+
+
 # -- inside jobs ---------------------------------------------------------------
 def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]:
     from ti_slurm.step import adhoc_job_dir, adhoc_plan
@@ -390,6 +397,7 @@ COMMANDS = {
     "logs": cmd_logs,
     "cancel": cmd_cancel,
     "list": cmd_list,
+    "doctor": cmd_doctor,
     "env": cmd_env,
     "exec": cmd_exec,
     "step": cmd_internal,

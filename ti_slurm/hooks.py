@@ -175,6 +175,8 @@ def job_processes(job_id: str) -> list[int]:
                 names = fh.read().split(b"\0")
         except OSError:
             continue
+        if any(n.startswith(b"SLURM_SCRIPT_CONTEXT=") for n in names):
+            continue  # a Prolog/Epilog (of this job, on another node sharing this process table): not a leftover
         if any(n in needles for n in names) or any(het.fullmatch(n) for n in names):
             pids.append(int(entry))
     return pids

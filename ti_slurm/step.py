@@ -230,13 +230,27 @@ def adhoc_plan(
 
 
 def adhoc_job_dir(env: Mapping[str, str]) -> str:
-    """``TI_SLURM_JOB_DIR`` (set by the Prolog) or a private per-user, per-job directory."""
+    """Where ``ti-slurm exec``/``env`` put the job's files.
+
+    ``TI_SLURM_JOB_DIR`` if set; else the directory the site's Prolog made
+    (``<job_dir_base>/<job id>``, when it exists and is this user's); else a
+    private per-user, per-job directory under ``$TMPDIR``.
+    """
     if env.get("TI_SLURM_JOB_DIR"):
         return env["TI_SLURM_JOB_DIR"]
     import stat
     import tempfile
 
     from ti_slurm.contract import ContractError
+    from ti_slurm.site import load_site_config
+
+    prolog_dir = os.path.join(load_site_config().job_dir_base, env.get("SLURM_JOB_ID", "0"))
+    try:
+        info = os.lstat(prolog_dir)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return prolog_dir
+    except OSError:
+        pass
 
     base = os.path.join(env.get("TMPDIR") or tempfile.gettempdir(), f"ti-slurm-{os.getuid()}")
     with suppress(FileExistsError):

@@ -1,0 +1,131 @@
+"""The Prolog/Epilog hooks as slurm.conf runs them on the test cluster (Prolog=/Epilog= point at ti-slurm)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import processes_matching
+
+pytestmark = pytest.mark.usefixtures("cluster")
+JOBS = Path("/var/lib/ti-slurm/jobs")
+HOOK_LOG = Path("/var/log/ti-slurm-hooks.log")
+SITE = Path("/etc/ti-slurm/config.toml")
+
+
+@pytest.fixture(autouse=True)
+def hooks_configured() -> None:
+    conf = Path("/etc/slurm/slurm.conf").read_text()
+    if "ti-slurm-prolog" not in conf:
+        pytest.fail(
+            "the test cluster runs without ti-slurm's Prolog/Epilog (reinstall ti-slurm, then ci/slurm-cluster/up)"
+        )
+
+
+def wait_gone(job_id: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not end")
+
+
+@pytest.fixture(scope="module")
+def plain_user() -> str:
+    name = "tisuser"
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
+    return name
+
+
+def test_job_dir_exists_during_the_job_owned_by_the_user_and_is_removed_after(plain_user: str) -> None:
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="ti-slurm-hooks-", dir="/tmp"))  # pytest's tmp is root-only
+    shared.chmod(0o777)
+    out = shared / "out.txt"
+    script = 'stat -c "%U %a %F" /var/lib/ti-slurm/jobs/$SLURM_JOB_ID'
+    job = subprocess.run(
+        ["runuser", "-u", plain_user, "--", "sbatch", "--parsable", "-N2", f"--output={out}", f"--wrap=srun {script}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=shared,
+    )
+    job_id = job.stdout.strip()
+    wait_gone(job_id)
+    time.sleep(1)
+    assert out.read_text().splitlines() == [f"{plain_user} 700 directory"] * 2
+    assert not (JOBS / job_id).exists()
+    shutil.rmtree(shared)
+
+
+def test_epilog_cleans_what_escaped_a_killed_job(tmp_path: Path) -> None:
+    marker = f"sleep 8{uuid.uuid4().int % 10000:04d}"
+    # a daemon that escapes the job's process tree (double fork), like `ray start` without --block
+    job = subprocess.run(
+        ["sbatch", "--parsable", f"--output={tmp_path / 'o'}", f"--wrap=(setsid {marker} &); sleep 300"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_id = job.stdout.strip()
+    deadline = time.monotonic() + 60
+    while not processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(marker)
+    other = subprocess.Popen(["sleep", marker.split()[1]])  # the same command, outside any job: must survive
+    try:
+        subprocess.run(["scancel", job_id], check=True)
+        wait_gone(job_id)
+        time.sleep(2)
+        assert [p for p in processes_matching(marker) if str(other.pid) not in p.split()[0]] == []
+        assert other.poll() is None
+        assert re.search(rf"epilog: job {job_id}: killed \d+ leftover", HOOK_LOG.read_text())
+    finally:
+        other.kill()
+
+
+def test_rdma_port_down_drains_the_node_naming_the_device(tmp_path: Path) -> None:
+    sysfs = tmp_path / "sys"
+    for node, state in (("node05", "1: DOWN"), ("node06", "4: ACTIVE")):
+        port = sysfs / node / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text(state + "\n")
+    saved = SITE.read_text()
+    SITE.write_text(saved + f'rdma_devices = ["mlx5_bond_0"]\nrdma_check = "drain"\nsysfs_root = "{sysfs}/{{node}}"\n')
+    job_id = ""
+    try:
+        job = subprocess.run(
+            ["sbatch", "--parsable", "-p", "rdma", "-N2", f"--output={tmp_path / 'o'}", "--wrap=true"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        job_id = job.stdout.strip()
+        deadline = time.monotonic() + 60
+        reason = ""
+        while time.monotonic() < deadline:
+            info = subprocess.run(["scontrol", "show", "node", "node05"], capture_output=True, text=True).stdout
+            m = re.search(r"Reason=(.*?) \[", info)
+            if m and "DRAIN" in info:
+                reason = m.group(1)
+                break
+            time.sleep(0.5)
+        assert "ti-slurm prolog: RDMA mlx5_bond_0 port 1 DOWN" in reason
+        assert (
+            "DRAIN" not in subprocess.run(["scontrol", "show", "node", "node06"], capture_output=True, text=True).stdout
+        )
+    finally:
+        SITE.write_text(saved)
+        if job_id:
+            subprocess.run(["scancel", job_id], check=False)
+        subprocess.run(["scontrol", "update", "NodeName=node05", "State=RESUME"], check=False)
+        shutil.rmtree(sysfs, ignore_errors=True)

@@ -1,0 +1,117 @@
+"""Prolog/Epilog hooks run for real (as root), against hostile input."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hooks run as root, like slurmd runs them")
+BIN = Path(sys.executable).parent
+
+
+def run_hook(
+    name: str, tmp_path: Path, env: dict[str, str], extra_config: str = ""
+) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.toml"
+    config.write_text(f'job_dir_base = "{tmp_path / "jobs"}"\nlog_file = "{tmp_path / "hooks.log"}"\n{extra_config}')
+    full = {"PATH": "/usr/bin:/bin", "TI_SLURM_CONFIG": str(config), "SLURM_JOB_USER": "nobody", **env}
+    return subprocess.run([str(BIN / f"ti-slurm-{name}")], env=full, capture_output=True, text=True, check=False)
+
+
+def test_prolog_makes_a_private_dir_owned_by_the_job_user_and_epilog_removes_it(tmp_path: Path) -> None:
+    assert run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "4242"}).returncode == 0
+    info = os.lstat(tmp_path / "jobs" / "4242")
+    assert (info.st_uid, oct(info.st_mode & 0o777)) == (pwd.getpwnam("nobody").pw_uid, "0o700")
+    assert run_hook("epilog", tmp_path, {"SLURM_JOB_ID": "4242"}).returncode == 0
+    assert not (tmp_path / "jobs" / "4242").exists()
+
+
+@pytest.mark.parametrize("job_id", ["../victim", "", "9" * 40, "12/../../victim", "-1", "1 2", "0x10"])
+def test_hostile_job_ids_change_nothing(tmp_path: Path, job_id: str) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("precious")
+    for hook in ("prolog", "epilog"):
+        res = run_hook(hook, tmp_path, {"SLURM_JOB_ID": job_id})
+        assert res.returncode == 0 and res.stderr == ""  # non-fatal: never drain a node over it
+    assert (victim / "keep").read_text() == "precious"
+    assert not (tmp_path / "jobs").exists() or list((tmp_path / "jobs").iterdir()) == []
+    assert "refusing SLURM_JOB_ID" in (tmp_path / "hooks.log").read_text()
+
+
+@pytest.mark.parametrize("user", ["../root", "", "no such user", "root;id"])
+def test_hostile_users_are_refused(tmp_path: Path, user: str) -> None:
+    res = run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "77", "SLURM_JOB_USER": user})
+    assert res.returncode == 0
+    assert not (tmp_path / "jobs" / "77").exists()
+    assert "SLURM_JOB_USER" in (tmp_path / "hooks.log").read_text()
+
+
+def test_planted_symlink_is_replaced_and_its_target_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir(mode=0o755)
+    (target / "keep").write_text("precious")
+    (tmp_path / "jobs").mkdir(mode=0o755)
+    (tmp_path / "jobs" / "555").symlink_to(target)
+    assert run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "555"}).returncode == 0
+    job_dir = tmp_path / "jobs" / "555"
+    assert job_dir.is_dir() and not job_dir.is_symlink()
+    assert os.lstat(target).st_uid == 0 and oct(os.lstat(target).st_mode & 0o777) == "0o755"
+    (tmp_path / "jobs" / "555").rmdir()
+    (tmp_path / "jobs" / "555").symlink_to(target)
+    assert run_hook("epilog", tmp_path, {"SLURM_JOB_ID": "555"}).returncode == 0
+    assert not (tmp_path / "jobs" / "555").exists()
+    assert (target / "keep").read_text() == "precious"
+
+
+def test_unsafe_base_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir(mode=0o777)
+    (tmp_path / "jobs").chmod(0o777)
+    assert run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "9"}).returncode == 0
+    assert not (tmp_path / "jobs" / "9").exists()
+    assert "writable by root only" in (tmp_path / "hooks.log").read_text()
+
+
+def fake_sysfs(root: Path, states: dict[str, str]) -> None:
+    for device, state in states.items():
+        port = root / "class" / "infiniband" / device / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text(state + "\n")
+
+
+def test_rdma_port_down_is_logged_by_default_and_drains_when_asked(tmp_path: Path) -> None:
+    fake_sysfs(tmp_path / "sys" / "n1", {"mlx5_bond_0": "1: DOWN", "mlx5_bond_1": "4: ACTIVE"})
+    extra = (
+        'rdma_partitions = ["rdma"]\nrdma_devices = ["mlx5_bond_0", "mlx5_bond_1"]\n'
+        f'sysfs_root = "{tmp_path}/sys/{{node}}"\n'
+    )
+    env = {"SLURM_JOB_ID": "31", "SLURM_JOB_PARTITION": "rdma", "SLURMD_NODENAME": "n1"}
+    assert run_hook("prolog", tmp_path, env, extra).returncode == 0  # rdma_check defaults to "log"
+    assert "RDMA mlx5_bond_0 port 1 DOWN" in (tmp_path / "hooks.log").read_text()
+    assert (
+        run_hook(
+            "prolog", tmp_path, {**env, "SLURM_JOB_PARTITION": "debug"}, extra + 'rdma_check = "drain"\n'
+        ).returncode
+        == 0
+    )
+    # (on a real node the drain also calls scontrol; here no slurmctld knows node "n1", so only the exit code shows)
+    assert run_hook("prolog", tmp_path, env, extra + 'rdma_check = "drain"\n').returncode == 1
+
+
+def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('rdma_check = "maybe"\n')
+    res = subprocess.run(
+        [str(BIN / "ti-slurm"), "doctor"],
+        env={"PATH": os.environ["PATH"], "TI_SLURM_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 'rdma_check: \'maybe\': expected "log" or "drain"' in res.stdout
+    assert res.returncode == 1

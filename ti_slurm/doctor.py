@@ -1,0 +1,113 @@
+"""``ti-slurm doctor``: is this node ready for every training mode?
+
+Checks the Slurm version, that heterogeneous jobs can be scheduled (backfill),
+partitions and which are RDMA, GPU gres, munge, Open MPI / PMIx, the site
+config, and on a compute node its RDMA devices. Prints a table; exits 1 when
+something a mode needs is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+
+from ti_slurm.errors import TiSlurmError
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    needed_by: str = ""  # modes that fail without it; empty: informational
+
+
+def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str]:
+    if shutil.which(argv[0]) is None:
+        return 127, f"{argv[0]} not found"
+    try:
+        res = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, f"{argv[0]} timed out"
+    return res.returncode, (res.stdout or res.stderr).strip()
+
+
+def run_checks() -> list[Check]:
+    from ti_slurm.backends.slurm import parse_version
+    from ti_slurm.hooks import rdma_port_problems
+    from ti_slurm.site import SiteConfig, load_site_config
+
+    checks: list[Check] = []
+    try:
+        site = load_site_config()
+        checks.append(Check("site config", True, f"rdma partitions: {', '.join(site.rdma_partitions) or 'none'}"))
+    except TiSlurmError as exc:
+        site = SiteConfig()
+        checks.append(Check("site config", False, str(exc), "all"))
+
+    code, out = _run(["sinfo", "--version"])
+    if code == 0:
+        try:
+            major, minor = parse_version(out)
+            ok = (major, minor) >= (22, 5)
+            checks.append(Check("slurm", ok, out + ("" if ok else " (ti-slurm needs 22.05 or newer)"), "all"))
+        except TiSlurmError as exc:
+            checks.append(Check("slurm", False, str(exc), "all"))
+    else:
+        checks.append(Check("slurm", False, out, "all"))
+
+    code, out = _run(["scontrol", "show", "config"])
+    sched = next((line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("SchedulerType")), "")
+    checks.append(
+        Check(
+            "heterogeneous jobs",
+            code == 0 and sched == "sched/backfill",
+            f"SchedulerType={sched or '?'}",
+            "ps-worker, ray",
+        )
+    )
+
+    code, out = _run(["sinfo", "-h", "-o", "%R %D %G"])
+    if code == 0 and out:
+        rows = [line.split(None, 2) for line in out.splitlines()]
+        parts = ", ".join(
+            f"{p}{' (rdma)' if p in site.rdma_partitions else ''}: {n} nodes, gres {g}" for p, n, g in rows
+        )
+        checks.append(Check("partitions", True, parts))
+        checks.append(Check("gpu gres", any("gpu" in g for _, _, g in rows), "GPU counts flow through gres", ""))
+        missing = [p for p in site.rdma_partitions if p not in {r[0] for r in rows}]
+        if missing:
+            checks.append(Check("rdma partitions", False, f"site config names unknown partitions: {missing}", "rdma"))
+    else:
+        checks.append(Check("partitions", False, out or "no partitions", "all"))
+
+    code, out = _run(["munge", "-n"])
+    if code == 0:
+        code, out = _run(["unmunge"], stdin=out)
+    checks.append(Check("munge", code == 0, "credential round trip ok" if code == 0 else out[:80], "all"))
+
+    code, out = _run(["mpirun", "--version"])
+    checks.append(Check("open mpi", code == 0, out.splitlines()[0] if code == 0 and out else out, "mpi, horovod"))
+    code, out = _run(["srun", "--mpi=list"])
+    checks.append(Check("srun mpi plugins", code == 0, " ".join(out.split())[:100]))
+
+    if site.rdma_devices:
+        problems = rdma_port_problems(site, socket.gethostname())
+        checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))
+    return checks
+
+
+def format_checks(checks: list[Check]) -> str:
+    lines = [f"{'check':<20} {'':<4} {'needed by':<15} detail"]
+    for c in checks:
+        mark = "ok" if c.ok else ("FAIL" if c.needed_by else "warn")
+        lines.append(f"{c.name:<20} {mark:<4} {c.needed_by or '-':<15} {c.detail}")
+    return "\n".join(lines)
+
+
+def doctor() -> int:
+    checks = run_checks()
+    print(format_checks(checks))
+    return 1 if any(not c.ok and c.needed_by for c in checks) else 0
