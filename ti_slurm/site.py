@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -57,6 +56,8 @@ def load_site_config(path: str | None = None) -> SiteConfig:
         if explicit:
             raise SpecError("site config", str(p), "no such file")
         return SiteConfig()
+    import tomllib  # only when there is a file: this runs in every job step
+
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -1,0 +1,449 @@
+"""ti-slurm's benchmark suite: every case side by side with its baseline, in the same run.
+
+    python3 bench/run.py            # everything (needs the test cluster for the Slurm cases)
+    python3 bench/run.py --quick    # the smoke version CI runs: fewer repeats, same cases
+    python3 bench/run.py --no-cluster
+
+Prints a table (case, ti-slurm, baseline, ratio, target) and writes it as JSON
+(bench/results/latest.json). Times are medians of repeated runs; compare ratios,
+not absolute times, across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent  # the console scripts themselves, not a version manager's shims
+TI = str(BIN / "ti-slurm")
+NODELIST_4096 = "rack[01-16]-gpu[001-256]"  # 16 racks x 256 zero-padded nodes
+IMPORT_FLOOR = "from pydantic import BaseModel; import jinja2, yaml"  # what any pydantic+jinja2 CLI pays
+
+
+@dataclass
+class Row:
+    case: str
+    tool: float
+    baseline: float
+    baseline_name: str
+    target: str
+    met: bool
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.tool / self.baseline if self.baseline else float("nan")
+
+
+def median(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def sh(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
+
+
+# -- 1. in-job env ------------------------------------------------------------------
+def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
+    env = dict(
+        os.environ,
+        SLURM_JOB_ID="123",
+        SLURM_JOB_NODELIST=NODELIST_4096,
+        SLURM_NODEID="4095",
+        TI_SLURM_NODE_ADDR="10.0.0.1",
+        TI_SLURM_JOB_DIR=str(tmp),
+    )
+    env.pop("SLURM_HET_SIZE", None)
+    base = median(lambda: sh(["scontrol", "show", "hostnames", NODELIST_4096]), repeat)
+    rows = []
+    for mode in ("ddp", "mpi"):
+        cmd = [TI, "env", "--mode", mode, "--gpus-per-node", "8"]
+        tool = median(lambda: sh(cmd, env=env), repeat)  # noqa: B023
+        rows.append(
+            Row(
+                f"in-job env, {mode}, 4096 nodes x 8 GPUs",
+                tool,
+                base,
+                "scontrol show hostnames",
+                "<= 3x",
+                tool <= 3 * base,
+            )
+        )
+    imports = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ti_slurm", "env", "--mode", "mpi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    heavy = sorted({m for m in ("pydantic", "jinja2", "paramiko", "yaml") if re.search(rf"\| {m}$", imports, re.M)})
+    rows[-1].note = f"heavy imports on the job path: {', '.join(heavy) or 'none'}"
+    rows[-1].met = rows[-1].met and not heavy
+    return rows
+
+
+# -- 2. hostlists -------------------------------------------------------------------
+def case_hostlist(repeat: int) -> list[Row]:
+    from ti_slurm.hostlist import compress, expand
+
+    text = "rack[01-40]-gpu[0001-2500]"
+    names = expand(text)
+    assert len(names) == 100_000
+    ours_expand = median(lambda: expand(text), repeat)
+    ours_compress = median(lambda: compress(names), repeat)
+    rows = []
+    scontrol = median(lambda: sh(["scontrol", "show", "hostnames", text]), repeat)
+    rows.append(Row("expand 100k names", ours_expand, scontrol, "scontrol show hostnames", "info", True))
+    libs: dict[str, tuple[float, float]] = {}
+    try:
+        import hostlist as python_hostlist  # python-hostlist
+
+        libs["python-hostlist"] = (
+            median(lambda: python_hostlist.expand_hostlist(text), repeat),
+            median(lambda: python_hostlist.collect_hostlist(names), repeat),
+        )
+    except ImportError:
+        pass
+    try:
+        from ClusterShell.NodeSet import NodeSet
+
+        libs["ClusterShell"] = (
+            median(lambda: list(NodeSet(text)), repeat),
+            median(lambda: str(NodeSet.fromlist(names)), repeat),
+        )
+    except ImportError:
+        pass
+    if libs:
+        best_e = min(libs, key=lambda k: libs[k][0])
+        best_c = min(libs, key=lambda k: libs[k][1])
+        rows.append(
+            Row(
+                "expand 100k names",
+                ours_expand,
+                libs[best_e][0],
+                f"{best_e} (fastest Python)",
+                "<= 1x",
+                ours_expand <= libs[best_e][0],
+            )
+        )
+        rows.append(
+            Row(
+                "compress 100k names",
+                ours_compress,
+                libs[best_c][1],
+                f"{best_c} (fastest Python)",
+                "<= 1x",
+                ours_compress <= libs[best_c][1],
+                "ours keeps order; the libraries sort",
+            )
+        )
+    return rows
+
+
+# -- 3. CLI start ---------------------------------------------------------------------
+def case_cli_start(repeat: int, spec: Path) -> list[Row]:
+    base = median(lambda: sh([sys.executable, "-c", "pass"]), repeat)
+    help_t = median(lambda: sh([TI, "--help"]), repeat)
+    render_t = median(lambda: sh([TI, "render", str(spec)]), repeat)
+    floor = median(lambda: sh([sys.executable, "-c", IMPORT_FLOOR]), repeat)
+    return [
+        Row("ti-slurm --help", help_t, base, "python -c pass", "info", True),
+        Row(
+            "ti-slurm render",
+            render_t,
+            base,
+            "python -c pass",
+            "<= 0.25 s",
+            render_t <= 0.25,
+            f"Python + pydantic BaseModel + jinja2 + yaml imports alone: {floor:.3f} s",
+        ),
+    ]
+
+
+# -- 9. scale -----------------------------------------------------------------------
+def case_scale(repeat: int) -> list[Row]:
+    from ti_slurm.contract import MAX_ENV_STRING, node_contract, worst_case_sizes
+    from ti_slurm.plan import make_plan
+    from ti_slurm.render import render
+    from ti_slurm.spec import parse_spec
+
+    rows = []
+    previous = None
+    for nodes in (1, 64, 1024, 4096):
+        plan = make_plan(parse_spec({"mode": "mpi", "command": "x", "nodes": nodes, "gpus_per_node": 8}))
+        env = {
+            "SLURM_JOB_ID": "9",
+            "SLURM_JOB_NODELIST": f"n[{1:05d}-{nodes:05d}]",
+            "SLURM_NODEID": "0",
+            "TI_SLURM_NODE_ADDR": "10.0.0.1",
+        }
+        t_render = median(lambda: render(plan), repeat)  # noqa: B023
+        t_env = median(lambda: node_contract(plan, env, 0, "/tmp/x"), repeat)  # noqa: B023
+        note = ""
+        if previous:
+            note = f"env time per node vs {previous[0]} nodes: {(t_env / nodes) / (previous[1] / previous[0]):.2f}x"
+        rows.append(
+            Row(f"scale: mpi contract, {nodes} nodes", t_env, t_render, "render (same plan)", "linear", True, note)
+        )
+        previous = (nodes, t_env)
+    ray = make_plan(parse_spec({"mode": "ray", "command": "x", "worker_groups": [{"nodes": 819}] * 5}))
+    rows.append(
+        Row(
+            "scale: ray render, head + 5 groups (4096 nodes)", median(lambda: render(ray), repeat), 0, "-", "info", True
+        )
+    )
+    lo, hi = 1, 100_000
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        plan = make_plan(
+            parse_spec({"mode": "ps-worker", "command": "x", "ps": {"nodes": 1}, "worker": {"nodes": mid - 1}})
+        )
+        lo, hi = (mid, hi) if worst_case_sizes(plan)["TF_CONFIG"] <= MAX_ENV_STRING else (lo, mid - 1)
+    name = "rack01-gpu001"
+    rows.append(Row("largest TF_CONFIG under 128 KiB (tasks)", lo, 0, "-", "info", True, "IPv4 ip:port per task"))
+    rows.append(
+        Row(
+            f"largest NODE_LIST under 128 KiB (nodes, {len(name)}-char names)",
+            (MAX_ENV_STRING - len("NODE_LIST=") - 1) // (len(name) + 3),
+            0,
+            "-",
+            "info",
+            True,
+        )
+    )
+    return rows
+
+
+# -- cluster cases ------------------------------------------------------------------------
+def held_spec(tmp: Path, body: str) -> Path:
+    path = tmp / f"spec-{time.monotonic_ns()}.yaml"
+    path.write_text(body + f"\noutput_dir: {tmp / 'out'}\n")
+    return path
+
+
+def case_submit(repeat: int, tmp: Path) -> list[Row]:
+    spec = held_spec(tmp, "mode: mpi\nnodes: 1\ncommand: 'true'\nsbatch: {hold: true}")
+    script = tmp / "held.sh"
+    script.write_text(sh([TI, "render", str(spec)]).stdout)
+    (tmp / "out").mkdir(exist_ok=True)
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    tool = median(lambda: sh([TI, "submit", str(spec)], env=env), repeat)
+    base = median(lambda: sh(["sbatch", "--parsable", str(script)]), repeat)
+    subprocess.run(["scancel", "--state=PENDING", "--user=root"], check=False)
+    floor = median(lambda: sh([sys.executable, "-c", IMPORT_FLOOR]), repeat)
+    return [
+        Row(
+            "submit",
+            tool,
+            base,
+            "sbatch (same script)",
+            "<= 1.5x",
+            tool <= 1.5 * base,
+            f"beyond the Python import floor ({floor:.3f} s): {tool - floor:.3f} s",
+        )
+    ]
+
+
+def wait_gone(job_id: str) -> None:
+    while sh(["squeue", "-h", "-j", job_id]).stdout.strip():
+        time.sleep(0.2)
+
+
+def case_job_start(repeat: int, tmp: Path) -> list[Row]:
+    tool_times, base_times = [], []
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    for i in range(repeat):
+        marks = tmp / f"start-{i}"
+        marks.mkdir()
+        spec = held_spec(tmp, f"mode: mpi\nnodes: 4\ncommand: 'date +%s.%N > {marks}/t1-$INDEX'")
+        res = sh([TI, "submit", "--wait", str(spec)], env=env)
+        job = res.stdout.split()[0]
+        t0 = (tmp / "out" / job / "plan.json").stat().st_mtime
+        tool_times.append(max(float(p.read_text()) for p in marks.glob("t1-*")) - t0)
+        base_dir = tmp / f"base-{i}"
+        base_dir.mkdir()
+        script = base_dir / "job.sh"
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {base_dir}/o\ndate +%s.%N > {base_dir}/t0\n"
+            f"srun bash -c 'date +%s.%N > {base_dir}/t1-$SLURM_NODEID'\n"
+        )
+        wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
+        t0 = float((base_dir / "t0").read_text())
+        base_times.append(max(float(p.read_text()) for p in base_dir.glob("t1-*")) - t0)
+    tool, base = statistics.median(tool_times), statistics.median(base_times)
+    return [
+        Row(
+            "job start to command on all 4 nodes",
+            tool,
+            base,
+            "sbatch + one srun",
+            "<= 1.2x + 1 s",
+            tool <= 1.2 * base + 1.0,
+        )
+    ]
+
+
+def case_failure(repeat: int, tmp: Path) -> list[Row]:
+    tool_times, base_times = [], []
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    for i in range(repeat):
+        spec = held_spec(tmp, "mode: mpi\nnodes: 4\ncommand: 'if [ $INDEX = 1 ]; then sleep 2; exit 3; fi; sleep 100'")
+        job = subprocess.run(
+            [TI, "submit", "--wait", str(spec)], env=env, capture_output=True, text=True
+        ).stdout.split()[0]
+        job_dir = tmp / "out" / job
+        failed = json.loads((job_dir / "nodes" / "mpi.1.json").read_text())["ended"]
+        end = [json.loads(x) for x in (job_dir / "status.jsonl").read_text().splitlines()][-1]["time"]
+        tool_times.append(end - failed)
+        base_dir = tmp / f"fail-{i}"
+        base_dir.mkdir()
+        script = base_dir / "job.sh"
+        script.write_text(
+            f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {base_dir}/o\nsrun --kill-on-bad-exit=1 bash -c "
+            f"'if [ $SLURM_NODEID = 1 ]; then sleep 2; date +%s.%N > {base_dir}/tfail; exit 3; fi; sleep 100'\n"
+            f"date +%s.%N > {base_dir}/tend\n"
+        )
+        wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
+        base_times.append(float((base_dir / "tend").read_text()) - float((base_dir / "tfail").read_text()))
+    tool, base = statistics.median(tool_times), statistics.median(base_times)
+    return [Row("failure: one rank exits 3 -> job ends", tool, base, "srun --kill-on-bad-exit", "< 5 s", tool < 5)]
+
+
+def case_status(repeat: int, tmp: Path, jobs: int = 200) -> list[Row]:
+    from ti_slurm.backends.base import JobInfo, remember
+
+    state = tmp / "status-state"
+    os.environ["XDG_STATE_HOME"] = str(state)
+    script = tmp / "hold.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -o /dev/null\ntrue\n")
+    ids = []
+    for _ in range(jobs):
+        job_id = sh(["sbatch", "--parsable", "--hold", str(script)]).stdout.strip()
+        remember(JobInfo(job_id, "bench", "slurm", str(tmp / "out" / job_id)))
+        ids.append(job_id)
+    del os.environ["XDG_STATE_HOME"]
+    shim = tmp / "shim"
+    shim.mkdir()
+    log = tmp / "squeue.calls"
+    (shim / "squeue").write_text(f'#!/bin/sh\necho x >> {log}\nexec {shutil.which("squeue")} "$@"\n')
+    (shim / "squeue").chmod(0o755)
+    env = dict(os.environ, XDG_STATE_HOME=str(state), PATH=f"{shim}:{os.environ['PATH']}")
+    tool = median(lambda: sh([TI, "list"], env=env), repeat)
+    calls = len(log.read_text().splitlines()) / repeat
+    base = median(lambda: sh(["squeue", "-h", "-o", "%i|%T|%r|%N|%j", f"--jobs={','.join(ids)}"]), repeat)
+    subprocess.run(["scancel", *ids], check=False)
+    floor = median(lambda: sh([sys.executable, "-c", "pass"]), repeat)
+    return [
+        Row(
+            f"status of {jobs} jobs (ti-slurm list)",
+            tool,
+            base,
+            "one squeue call",
+            "1 squeue call, <= 2x",
+            calls == 1 and tool <= 2 * base,
+            f"squeue calls per list: {calls:g}; Python start alone: {floor:.3f} s",
+        )
+    ]
+
+
+def case_ssh_submit(repeat: int, tmp: Path) -> list[Row]:
+    from tests.sshd import LOGIN_PATH, start_sshd
+    from ti_slurm.backends.ssh import SSHSession, parse_target
+
+    server = start_sshd(tmp / "sshd", LOGIN_PATH)
+    try:
+        known = tmp / "known_hosts"
+        known.write_text(server.known_hosts_line())
+        config = tmp / "ssh_config"
+        config.write_text(
+            f"Host login\n  HostName 127.0.0.1\n  Port {server.port}\n  User root\n"
+            f"  IdentityFile {server.user_key}\n  UserKnownHostsFile {known}\n"
+            f"  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        )
+        spec = held_spec(tmp, "mode: mpi\nnodes: 1\ncommand: 'true'\nsbatch: {hold: true}")
+        script = sh([TI, "render", str(spec)]).stdout
+        env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"), SSH_AUTH_SOCK="")
+        tool = median(
+            lambda: sh([TI, "submit", str(spec), "--host", "login", "--ssh-config", str(config)], env=env), repeat
+        )
+        base = median(lambda: sh(["ssh", "-F", str(config), "login", "sbatch", "--parsable"], input=script), repeat)
+        session = SSHSession(parse_target("login", str(config)))
+        from ti_slurm.backends.ssh import SSHBackend
+        from ti_slurm.cli import plan_from_spec
+
+        SSHBackend(session).submit(plan_from_spec(str(spec), submission="bench", remote=True), script)
+        trips = session.round_trips
+        session.close()
+    finally:
+        server.stop()
+        subprocess.run(["scancel", "--state=PENDING", "--user=root"], check=False)
+    return [
+        Row(
+            "ssh submit",
+            tool,
+            base,
+            "ssh host sbatch --parsable < script",
+            "<= 1.3x",
+            tool <= 1.3 * base,
+            f"round trips per remote submit: {trips}",
+        )
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the smoke version: fewer repeats")
+    parser.add_argument("--no-cluster", action="store_true", help="skip the cases that need the test Slurm cluster")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
+    args = parser.parse_args()
+    repeat = 3 if args.quick else 9
+    tmp = Path(tempfile.mkdtemp(prefix="ti-slurm-bench-"))
+    spec = tmp / "spec.yaml"
+    spec.write_text("mode: ddp\nnodes: 2\ngpus_per_node: 8\ncommand: python train.py\n")
+    rows: list[Row] = []
+    rows += case_in_job_env(repeat, tmp)
+    rows += case_hostlist(repeat)
+    rows += case_cli_start(repeat, spec)
+    rows += case_scale(repeat)
+    if not args.no_cluster:
+        rows += case_submit(repeat, tmp)
+        rows += case_status(repeat, tmp, 50 if args.quick else 200)
+        rows += case_ssh_submit(repeat, tmp)
+        rows += case_job_start(1 if args.quick else 3, tmp)
+        rows += case_failure(1 if args.quick else 3, tmp)
+    print(f"{'case':<52} {'ti-slurm':>10} {'baseline':>10} {'ratio':>7}  {'target':<22} {'met':<4} baseline / note")
+    for r in rows:
+        ratio = f"{r.ratio:.2f}" if r.baseline else "-"
+        base = f"{r.baseline:.4f}" if r.baseline else "-"
+        tool = f"{r.tool:.4f}" if isinstance(r.tool, float) else str(r.tool)
+        note = f"{r.baseline_name}" + (f"; {r.note}" if r.note else "")
+        print(f"{r.case:<52} {tool:>10} {base:>10} {ratio:>7}  {r.target:<22} {'yes' if r.met else 'NO':<4} {note}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(
+        json.dumps([asdict(r) | {"ratio": r.ratio if r.baseline else None} for r in rows], indent=2)
+    )
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
