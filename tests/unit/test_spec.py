@@ -178,3 +178,14 @@ def test_cli_missing_file_is_one_line(tmp_path: Path) -> None:
 def test_cli_usage_error_is_one_line() -> None:
     res = run_cli("submit")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit() -> None:
+    import importlib.util
+
+    from ti_slurm.backends import get_backend
+
+    if importlib.util.find_spec("pyslurm") is not None:
+        pytest.skip("pyslurm is installed here")
+    with pytest.raises(SpecError, match="pyslurm is not installed"):
+        get_backend("pyslurm")

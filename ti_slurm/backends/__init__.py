@@ -29,4 +29,8 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
         except ImportError:
             raise SpecError("--host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
         return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))
-    raise SpecError("backend", name, "expected one of: local, slurm, ssh")
+    if name == "pyslurm":
+        from ti_slurm.backends.pyslurm import PyslurmBackend
+
+        return PyslurmBackend()
+    raise SpecError("backend", name, "expected one of: local, slurm, ssh, pyslurm")
