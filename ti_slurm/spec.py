@@ -46,6 +46,13 @@ MANAGED_SBATCH_OPTIONS = frozenset(
 )
 
 
+def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | None:
+    """``value`` when it is None or matches ``pattern``; else a ValueError saying ``why``."""
+    if value is not None and not pattern.fullmatch(value):
+        raise ValueError(why)
+    return value
+
+
 def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
     bad = _CONTROL.search(value.replace("\n", "").replace("\t", "") if allow_newline else value)
     if bad:
@@ -71,16 +78,12 @@ class GroupSpec(_Strict):
     @field_validator("mem")
     @classmethod
     def _mem(cls, v: str | None) -> str | None:
-        if v is not None and not _MEM.fullmatch(v):
-            raise ValueError("expected a Slurm memory size such as 16G or 4096M")
-        return v
+        return _matching(_MEM, v, "expected a Slurm memory size such as 16G or 4096M")
 
     @field_validator("partition")
     @classmethod
     def _partition(cls, v: str | None) -> str | None:
-        if v is not None and not _SLURM_WORD.fullmatch(v):
-            raise ValueError("expected a Slurm partition name (letters, digits, . _ : + -)")
-        return v
+        return _matching(_SLURM_WORD, v, "expected a Slurm partition name (letters, digits, . _ : + -)")
 
 
 class RemoteSpec(_Strict):
@@ -145,16 +148,12 @@ class JobSpec(_Strict):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _slurm_word(cls, v: str | None) -> str | None:
-        if v is not None and not _SLURM_WORD.fullmatch(v):
-            raise ValueError("expected a Slurm name (letters, digits, . _ : + -)")
-        return v
+        return _matching(_SLURM_WORD, v, "expected a Slurm name (letters, digits, . _ : + -)")
 
     @field_validator("time")
     @classmethod
     def _time(cls, v: str | None) -> str | None:
-        if v is not None and not _TIME.fullmatch(v):
-            raise ValueError("expected a Slurm time limit: MM, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED")
-        return v
+        return _matching(_TIME, v, "expected a Slurm time limit: MM, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED")
 
     @field_validator("output_dir", "workdir", "python")
     @classmethod

@@ -47,6 +47,15 @@ class Backend(Protocol):
         ...
 
 
+def read_local_text(path: str) -> str | None:
+    """A job file on this machine (or its shared filesystem); ``None`` when absent."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 def state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "ti-slurm" / "jobs"

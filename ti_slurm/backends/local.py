@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.base import JobInfo, read_local_text
 from ti_slurm.plan import JobPlan
 from ti_slurm.step import write_atomic
 
@@ -89,11 +89,7 @@ class LocalBackend:
             os.kill(pid, signal.SIGTERM)
 
     def read_text(self, path: str) -> str | None:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                return fh.read()
-        except OSError:
-            return None
+        return read_local_text(path)
 
 
 def local_run(plan_path: str, job_dir: str, job_id: int) -> int:

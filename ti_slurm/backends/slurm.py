@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
-from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.base import JobInfo, read_local_text
 from ti_slurm.errors import BackendError
 from ti_slurm.plan import JobPlan
 
@@ -140,8 +140,4 @@ class SlurmBackend:
         self._ok(["scancel", job.job_id])
 
     def read_text(self, path: str) -> str | None:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                return fh.read()
-        except OSError:
-            return None
+        return read_local_text(path)
