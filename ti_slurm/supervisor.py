@@ -260,7 +260,10 @@ class Supervisor:
             # srun can exit 0 when a task failed to launch: only node records count as success
             names = self.launcher.node_names(step.group)
             missing = ",".join(names[i] if i < len(names) else str(i) for i in self.missing_records(step))
-            reason = f"{step.component} step exited {step.exit_code} but node(s) {missing} never ran the command"
+            reason = (
+                f"{step.component} step exited {step.exit_code} but node(s) {missing} left no exit record "
+                f"(the command never ran, or {self.job_dir} is not on a filesystem every node shares)"
+            )
             return Outcome("FAILED", reason, {"component": step.component, "node": missing, "exit_code": None})
         if not required and not step.stopping:
             if self.required_commands_done():
@@ -321,8 +324,11 @@ class Supervisor:
             outcome = self._loop()
         except Exception as exc:  # never leave steps running behind a broken supervisor
             outcome = Outcome("FAILED", f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
+        if outcome.state == "CANCELLED":  # Slurm kills this script KillWait seconds after scancel: record first
+            self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
         self.stop_running()
-        self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
+        if outcome.state != "CANCELLED":
+            self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
         self.say(f"{outcome.state}: {outcome.reason}")
         return outcome
 
