@@ -143,7 +143,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def remote_host(args: argparse.Namespace, spec_path: str | None = None) -> str:
-    """``--host``, else the spec's ``remote.host``; empty for local commands."""
+    """``--host``, else the spec's ``remote.host``, else the user config's; empty for local commands."""
     if getattr(args, "host", None):
         return str(args.host)
     if spec_path:
@@ -152,7 +152,29 @@ def remote_host(args: argparse.Namespace, spec_path: str | None = None) -> str:
         spec = load_spec(spec_path)
         if spec.remote:
             return spec.remote.host
-    return ""
+    return user_remote_host()
+
+
+def user_remote_host() -> str:
+    """``host`` under ``[remote]`` in ``$XDG_CONFIG_HOME/ti-slurm/config.toml`` (``~/.config/...``)."""
+    import tomllib
+
+    from ti_slurm.errors import SpecError
+
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "ti-slurm", "config.toml")
+    if not os.path.exists(path):
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError("user config", path, f"cannot read: {exc}") from None
+    remote = data.get("remote", {})
+    host = remote.get("host", "") if isinstance(remote, dict) else None
+    if not isinstance(host, str) or set(data) - {"remote"} or set(remote) - {"host"}:
+        raise SpecError("user config", path, 'expected only [remote] host = "login"')
+    return host
 
 
 def open_backend(name: str, args: argparse.Namespace, host: str = "") -> Backend:

@@ -137,3 +137,14 @@ def test_exec_outside_a_job_is_a_clear_error() -> None:
         ["ti-slurm", "exec", "--mode", "ddp", "--", "true"], env=env, capture_output=True, text=True, check=False
     )
     assert res.returncode == 2 and "SLURM_JOB_NODELIST is not set" in res.stderr
+
+
+def test_user_config_names_the_default_remote_host(tmp_path: Path) -> None:
+    (tmp_path / "ti-slurm").mkdir()
+    (tmp_path / "ti-slurm" / "config.toml").write_text('[remote]\nhost = "root@127.0.0.1:1"\n')
+    path = spec(tmp_path, "mode: mpi\nnodes: 1\ncommand: 'true'")
+    res = run_cli("submit", str(path), env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "cannot reach root@127.0.0.1:1" in res.stderr
+    (tmp_path / "ti-slurm" / "config.toml").write_text('[remote]\nhots = "x"\n')
+    res = run_cli("submit", str(path), env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 2 and "expected only [remote] host" in res.stderr
