@@ -3,6 +3,11 @@
 Nothing here depends on accounting (``sacct``): many sites have none. A
 job's outcome comes from its own status file; ``squeue`` only says whether it
 is still pending or running. One ``squeue`` call serves many jobs.
+
+Only interfaces that are the same from Slurm 22.05 to 25.x are used:
+``--parsable`` output, ``squeue -o`` format strings (not the JSON output,
+which changed between releases) and ``scontrol show job`` fields.
+``ti-slurm doctor`` reports the version found (``sinfo --version``).
 """
 
 from __future__ import annotations
@@ -75,7 +80,6 @@ class SlurmBackend:
 
     def __init__(self, run: Runner = run_local) -> None:
         self.run = run
-        self._version: tuple[int, int] | None = None
 
     def _ok(self, argv: Sequence[str], stdin: str | None = None, what: str = "") -> str:
         res = self.run(argv, stdin)
@@ -83,11 +87,6 @@ class SlurmBackend:
             msg = (res.stderr or res.stdout).strip().splitlines()
             raise BackendError(f"{what or argv[0]} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
         return res.stdout
-
-    def version(self) -> tuple[int, int]:
-        if self._version is None:
-            self._version = parse_version(self._ok(["sinfo", "--version"]))
-        return self._version
 
     def sbatch_argv(self, plan: JobPlan) -> list[str]:
         """``sbatch --parsable``, tagged with the submission id (the script comes on stdin)."""
@@ -116,10 +115,6 @@ class SlurmBackend:
                 return {}  # none of them is queued any more
             raise BackendError(f"squeue failed: {res.stderr.strip()[:200]}")
         return parse_squeue(res.stdout)
-
-    def my_jobs(self) -> dict[str, JobInfo]:
-        """Every queued job of this user, in one squeue call."""
-        return parse_squeue(self._ok(["squeue", "--me", "-h", "-o", SQUEUE_FORMAT]))
 
     def find_by_comment(self, comment: str) -> str | None:
         """A queued job of this user whose comment is ``comment`` (for safe retries)."""
