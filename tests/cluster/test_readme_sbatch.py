@@ -44,3 +44,26 @@ def test_readme_sbatch_example_trains_on_two_nodes(tmp_path) -> None:
         assert text.count("in_sync=True") == 4
     finally:
         out.unlink(missing_ok=True)
+
+
+def test_eval_env_in_a_hand_written_step(tmp_path) -> None:
+    script = tmp_path / "env.sbatch"
+    out = tmp_path / "out.txt"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:2\n"
+        f"#SBATCH --output={out}\n"
+        'srun bash -c \'eval "$(ti-slurm env --mode mpi)"; '
+        'echo "$INDEX $NODE_IP_SLOT_LIST $(wc -l < $OMPI_MCA_orte_default_hostfile) $(command -v ssh)"\'\n'
+    )
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    deadline = time.monotonic() + 120
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
+    ):
+        time.sleep(0.5)
+    lines = sorted(out.read_text().splitlines())
+    assert [line.split()[0] for line in lines] == ["0", "1"]
+    assert all(re.fullmatch(r"[01] 10\.77\.0\.\d+:2,10\.77\.0\.\d+:2 2 /\S+/bin/ssh", line) for line in lines), lines
