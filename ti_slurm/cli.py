@@ -273,6 +273,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     backend, info = find_job(args.job, args)
     status = current_status(backend, info)
+    if status.state == "UNKNOWN" and not status.components and not info.name:
+        raise TiSlurmError(f"job {args.job}: not queued and no record of it here (unknown id, or not yours)")
     print(status.to_json() if args.json else format_status(status))
     return 0
 

@@ -168,3 +168,9 @@ def test_status_and_logs_per_node(tmp_path: Path) -> None:
         assert run_cli("logs", job.id, "--node", selector, env=job.env).stdout == "hello from 1\n"
     listing = run_cli("list", env=job.env).stdout
     assert re.search(rf"^{job.id}\s+ti-slurm\s+COMPLETED", listing, re.M)
+
+
+def test_status_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
+    res = run_cli("status", "999999999", env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "job 999999999: not queued and no record" in res.stderr
