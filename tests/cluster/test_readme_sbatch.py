@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -67,3 +68,27 @@ def test_eval_env_in_a_hand_written_step(tmp_path) -> None:
     lines = sorted(out.read_text().splitlines())
     assert [line.split()[0] for line in lines] == ["0", "1"]
     assert all(re.fullmatch(r"[01] 10\.77\.0\.\d+:2,10\.77\.0\.\d+:2 2 /\S+/bin/ssh", line) for line in lines), lines
+
+
+def test_exec_in_a_hand_written_heterogeneous_job(tmp_path) -> None:
+    out = tmp_path / "out.txt"
+    script = tmp_path / "het.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --output={out}\n#SBATCH --nodes=1\n#SBATCH hetjob\n#SBATCH --nodes=2\n"
+        "srun --het-group=0 ti-slurm exec --mode ps-worker -- bash -c 'echo \"$INDEX $TF_CONFIG\"' &\n"
+        "srun --het-group=1 ti-slurm exec --mode ps-worker -- bash -c 'echo \"$INDEX $TF_CONFIG\"'\nwait\n"
+    )
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    deadline = time.monotonic() + 120
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
+    ):
+        time.sleep(0.5)
+    tasks = sorted(line.split(" ", 1) for line in out.read_text().splitlines())
+    assert [index for index, _ in tasks] == ["0", "1", "2"]  # the component is found from Slurm's variables
+    configs = [json.loads(cfg) for _, cfg in tasks]
+    assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == [("ps", 0), ("worker", 0), ("worker", 1)]
+    assert len(configs[0]["cluster"]["worker"]) == 2
