@@ -39,21 +39,19 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
 
 
 def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
-    """Write the hostfile, node map and launch agent this node's mode needs."""
+    """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs."""
     if contract.hostfile is None:
         return
+    from shlex import quote
+
     from ti_slurm.modes import mpi
 
     write_atomic(mpi.hostfile_path(job_dir), contract.hostfile)
     bindir = mpi.agent_dir(job_dir)
     os.makedirs(bindir, exist_ok=True)
-    agent = f'#!/bin/sh\nexec {_shq(plan.python)} -m ti_slurm.agent "$@"\n'
+    agent = f'#!/bin/sh\nexec {quote(plan.python)} -m ti_slurm.agent "$@"\n'
     write_atomic(os.path.join(bindir, "ssh"), agent, 0o755)
     write_atomic(os.path.join(bindir, "ti-slurm-ssh"), agent, 0o755)
-
-
-def _shq(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def wait_for_master(addr: str, port: int, timeout: float) -> bool:

@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -374,6 +373,3 @@ def supervise(plan_path: str, job_dir: str) -> int:
     outcome = Supervisor(plan, job_dir, SlurmLauncher(plan_path, job_dir)).run()
     return outcome.exit_code
 
-
-if __name__ == "__main__":
-    sys.exit(supervise(sys.argv[1], sys.argv[2]))
