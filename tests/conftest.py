@@ -83,3 +83,24 @@ def processes_matching(pattern: str) -> list[str]:
         if not state.startswith("Z") and rx.search(args) and "ps -eo" not in args and int(pid) != os.getpid():
             live.append(line.strip())
     return live
+
+
+def wait_until_gone(job_id: str, timeout: float = 300) -> None:
+    """Wait until Slurm no longer lists the job."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        res = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, check=False)
+        if not res.stdout.strip():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still queued after {timeout:.0f}s")
+
+
+def sbatch_and_wait(script: Path, cwd: Path | None = None) -> str:
+    """Submit a batch script with plain sbatch and wait for it to end; return its id."""
+    res = subprocess.run(["sbatch", "--parsable", str(script)], cwd=cwd, capture_output=True, text=True, check=True)
+    job_id = res.stdout.strip()
+    wait_until_gone(job_id)
+    return job_id

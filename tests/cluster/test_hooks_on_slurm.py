@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_matching
+from tests.conftest import processes_matching, wait_until_gone
 
 pytestmark = pytest.mark.usefixtures("cluster")
 JOBS = Path("/var/lib/ti-slurm/jobs")
@@ -26,15 +26,6 @@ def hooks_configured() -> None:
         pytest.fail(
             "the test cluster runs without ti-slurm's Prolog/Epilog (reinstall ti-slurm, then ci/slurm-cluster/up)"
         )
-
-
-def wait_gone(job_id: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not end")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +51,7 @@ def test_job_dir_exists_during_the_job_owned_by_the_user_and_is_removed_after(pl
         cwd=shared,
     )
     job_id = job.stdout.strip()
-    wait_gone(job_id)
+    wait_until_gone(job_id)
     time.sleep(1)
     assert out.read_text().splitlines() == [f"{plain_user} 700 directory"] * 2
     assert not (JOBS / job_id).exists()
@@ -84,7 +75,7 @@ def test_epilog_cleans_what_escaped_a_killed_job(tmp_path: Path) -> None:
     other = subprocess.Popen(["sleep", marker.split()[1]])  # the same command, outside any job: must survive
     try:
         subprocess.run(["scancel", job_id], check=True)
-        wait_gone(job_id)
+        wait_until_gone(job_id)
         time.sleep(2)
         assert [p for p in processes_matching(marker) if str(other.pid) not in p.split()[0]] == []
         assert other.poll() is None

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, sbatch_and_wait
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
@@ -28,16 +26,9 @@ def test_example_file_is_the_readme_block() -> None:
 def test_readme_sbatch_example_trains_on_two_nodes(tmp_path) -> None:
     script = tmp_path / "by-hand.sbatch"
     script.write_text(readme_block())
-    job = subprocess.run(["sbatch", "--parsable", str(script)], cwd=ROOT, capture_output=True, text=True, check=True)
-    job_id = job.stdout.strip()
+    job_id = sbatch_and_wait(script, cwd=ROOT)
     out = ROOT / f"ddp-by-hand-{job_id}.out"
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            queued = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, check=False)
-            if not queued.stdout.strip():
-                break
-            time.sleep(1)
         text = out.read_text()
         ranks = dict(re.findall(r"rank (\d)/4 on (node\d\d)", text))
         assert sorted(ranks) == ["0", "1", "2", "3"], text
@@ -56,15 +47,7 @@ def test_eval_env_in_a_hand_written_step(tmp_path) -> None:
         'srun bash -c \'eval "$(ti-slurm env --mode mpi)"; '
         'echo "$INDEX $NODE_IP_SLOT_LIST $(wc -l < $OMPI_MCA_orte_default_hostfile) $(command -v ssh)"\'\n'
     )
-    job_id = subprocess.run(
-        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    deadline = time.monotonic() + 120
-    while (
-        time.monotonic() < deadline
-        and subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
-    ):
-        time.sleep(0.5)
+    sbatch_and_wait(script)
     lines = sorted(out.read_text().splitlines())
     assert [line.split()[0] for line in lines] == ["0", "1"]
     assert all(re.fullmatch(r"[01] 10\.77\.0\.\d+:2,10\.77\.0\.\d+:2 2 /\S+/bin/ssh", line) for line in lines), lines
@@ -78,15 +61,7 @@ def test_exec_in_a_hand_written_heterogeneous_job(tmp_path) -> None:
         "srun --het-group=0 ti-slurm exec --mode ps-worker -- bash -c 'echo \"$INDEX $TF_CONFIG\"' &\n"
         "srun --het-group=1 ti-slurm exec --mode ps-worker -- bash -c 'echo \"$INDEX $TF_CONFIG\"'\nwait\n"
     )
-    job_id = subprocess.run(
-        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    deadline = time.monotonic() + 120
-    while (
-        time.monotonic() < deadline
-        and subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
-    ):
-        time.sleep(0.5)
+    sbatch_and_wait(script)
     tasks = sorted(line.split(" ", 1) for line in out.read_text().splitlines())
     assert [index for index, _ in tasks] == ["0", "1", "2"]  # the component is found from Slurm's variables
     configs = [json.loads(cfg) for _, cfg in tasks]
