@@ -234,15 +234,14 @@ def find_job(job_id: str, args: argparse.Namespace) -> tuple[Backend, JobInfo]:
 
 
 def current_status(backend: Backend, info: JobInfo) -> JobStatus:
-    from ti_slurm.status import job_status, parse_events
+    from ti_slurm.status import job_status, read_events
 
     queued = backend.queue_states([info]).get(info.job_id)
-    events = parse_events(backend.read_text(os.path.join(info.job_dir, "status.jsonl"))) if info.job_dir else []
+    events = read_events(backend, info)
     status = job_status(info, events, queued)
     if queued is None and not status.final and info.job_dir:
         time.sleep(1.0)  # the job just left the queue; its last line may still be landing
-        events = parse_events(backend.read_text(os.path.join(info.job_dir, "status.jsonl")))
-        status = job_status(info, events, None)
+        status = job_status(info, read_events(backend, info), None)
     return status
 
 
@@ -326,7 +325,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.backends.base import recall_all
-    from ti_slurm.status import job_status, parse_events
+    from ti_slurm.status import job_status, read_events
 
     jobs = recall_all()
     if getattr(args, "host", None):
@@ -339,8 +338,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'JOB':<18} {'NAME':<20} {'STATE':<10} REASON")
     for job in jobs:
         backend = backends[(job.backend, job.host)]
-        events = parse_events(backend.read_text(os.path.join(job.job_dir, "status.jsonl")))
-        st = job_status(job, events, queued.get(job.job_id))
+        st = job_status(job, read_events(backend, job), queued.get(job.job_id))
         print(f"{job.job_id:<18} {job.name:<20} {st.state:<10} {st.reason}")
     return 0
 

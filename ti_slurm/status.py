@@ -7,10 +7,11 @@ whether it is still pending or running. Pure functions of their inputs.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.base import Backend, JobInfo
 from ti_slurm.hostlist import compress
 
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
@@ -42,6 +43,11 @@ class JobStatus:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
+
+
+def read_events(backend: Backend, job: JobInfo) -> list[dict[str, Any]]:
+    """The job's events from ``<job dir>/status.jsonl``, through whichever backend reaches it."""
+    return parse_events(backend.read_text(os.path.join(job.job_dir, "status.jsonl"))) if job.job_dir else []
 
 
 def parse_events(text: str | None) -> list[dict[str, Any]]:

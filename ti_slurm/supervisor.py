@@ -221,14 +221,17 @@ class Supervisor:
             for i in step.nodes
         )
 
+    def step_records(self, step: Step) -> list[dict[str, object]]:
+        """The node records of the nodes ``step`` served."""
+        return [r for r in self.node_records() if r.get("component") == step.component and r.get("index") in step.nodes]
+
+    def node_labels(self, step: Step, indexes: list[int]) -> str:
+        names = self.launcher.node_names(step.group)
+        return ",".join(names[i] if i < len(names) else str(i) for i in indexes)
+
     def failure(self, step: Step, any_exit: bool = False) -> Outcome:
         """The outcome naming the first node of ``step`` that failed (or, with ``any_exit``, that exited)."""
-        names = self.launcher.node_names(step.group)
-        bad = [
-            r
-            for r in self.node_records()
-            if r["component"] == step.component and r.get("index") in step.nodes and (any_exit or r.get("exit_code"))
-        ]
+        bad = [r for r in self.step_records(step) if any_exit or r.get("exit_code")]
         bad.sort(key=lambda r: float(r.get("ended", 0)))  # type: ignore[arg-type]
         if bad:
             first = bad[0]
@@ -240,25 +243,21 @@ class Supervisor:
             }
             reason = f"{step.component} node {failed['node']} (index {failed['index']}) exited {failed['exit_code']}"
         else:
-            nodes = [names[i] if i < len(names) else str(i) for i in step.nodes]
-            failed = {"component": step.component, "node": ",".join(nodes), "index": None, "exit_code": step.exit_code}
-            reason = f"{step.component} step on {','.join(nodes)} exited {step.exit_code}"
+            nodes = self.node_labels(step, step.nodes)
+            failed = {"component": step.component, "node": nodes, "index": None, "exit_code": step.exit_code}
+            reason = f"{step.component} step on {nodes} exited {step.exit_code}"
         return Outcome("FAILED", reason, failed)
-
-    def missing_records(self, step: Step) -> list[int]:
-        """Nodes of ``step`` that never recorded their command's exit (a step that never really ran)."""
-        seen = {r.get("index") for r in self.node_records() if r.get("component") == step.component}
-        return [i for i in step.nodes if i not in seen]
 
     def judge(self, step: Step) -> Outcome | None:
         """Apply the mode's rule after ``step`` exited; ``None`` means keep going."""
         required = self.rule.is_required(step.component)
         if required and step.exit_code != 0:
             return self.failure(step)
-        if required and self.missing_records(step):
+        seen = {r.get("index") for r in self.step_records(step)}
+        missing_indexes = [i for i in step.nodes if i not in seen]
+        if required and missing_indexes:
             # srun can exit 0 when a task failed to launch: only node records count as success
-            names = self.launcher.node_names(step.group)
-            missing = ",".join(names[i] if i < len(names) else str(i) for i in self.missing_records(step))
+            missing = self.node_labels(step, missing_indexes)
             reason = (
                 f"{step.component} step exited {step.exit_code} but node(s) {missing} left no exit record "
                 f"(the command never ran, or {self.job_dir} is not on a filesystem every node shares)"
@@ -279,11 +278,7 @@ class Supervisor:
         self._cancel_signal = signum
 
     def step_exit_event(self, step: Step) -> None:
-        records = [
-            {k: r.get(k) for k in ("index", "node", "exit_code")}
-            for r in self.node_records()
-            if r.get("component") == step.component and r.get("index") in step.nodes
-        ]
+        records = [{k: r.get(k) for k in ("index", "node", "exit_code")} for r in self.step_records(step)]
         self.event(
             "step-exit",
             component=step.component,
@@ -323,11 +318,13 @@ class Supervisor:
             outcome = self._loop()
         except Exception as exc:  # never leave steps running behind a broken supervisor
             outcome = Outcome("FAILED", f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
-        if outcome.state == "CANCELLED":  # Slurm kills this script KillWait seconds after scancel: record first
-            self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
-        self.stop_running()
-        if outcome.state != "CANCELLED":
-            self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
+        # After scancel, Slurm kills this script KillWait seconds later: then the record goes first.
+        cancelled = outcome.state == "CANCELLED"
+        if not cancelled:
+            self.stop_running()
+        self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
+        if cancelled:
+            self.stop_running()
         self.say(f"{outcome.state}: {outcome.reason}")
         return outcome
 
@@ -372,4 +369,3 @@ def supervise(plan_path: str, job_dir: str) -> int:
         plan = JobPlan.from_json(fh.read())
     outcome = Supervisor(plan, job_dir, SlurmLauncher(plan_path, job_dir)).run()
     return outcome.exit_code
-
