@@ -108,7 +108,3 @@ def main(argv: list[str] | None = None) -> int:
     cmd = srun_command(node, words, env)
     os.execvpe(cmd[0], cmd, env)
     return 127  # not reached
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,8 +2,9 @@
 
 Bad input prints one line (``ti-slurm: error: <field>: <value>: <why>``) and
 exits 2; a failed job exits 1. Heavy modules (pydantic, jinja2) are imported
-only by the commands that need them, so ``ti-slurm step``/``exec``/``env``
-stay fast inside jobs.
+only by the commands that need them, so ``ti-slurm exec``/``env`` stay light
+inside jobs. Each node's step of a ti-slurm job does not come through here at
+all: it runs :mod:`ti_slurm.jobpath` on the bare interpreter.
 """
 
 from __future__ import annotations
@@ -84,11 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             e.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
 
-    for name in ("step", "supervise", "local-run"):  # used inside jobs
+    for name in ("supervise", "local-run"):  # used inside jobs (each node's step: ti_slurm.jobpath)
         i = sub.add_parser(name)
         i.add_argument("--plan", required=True)
         i.add_argument("--job-dir", required=True)
-        i.add_argument("--group", type=int, default=0)
         i.add_argument("--job-id", type=int, default=0)
     return p
 
@@ -362,21 +362,16 @@ def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]
 
 def cmd_env(args: argparse.Namespace) -> int:
     import json
-    import shlex
 
-    from ti_slurm.contract import apply, node_contract
-    from ti_slurm.step import prepare_files
+    from ti_slurm.jobpath import print_env
+    from ti_slurm.step import prepare_step
 
     plan, env, group, job_dir = _adhoc(args)
-    contract = node_contract(plan, env, group, job_dir)
-    prepare_files(plan, contract, job_dir)
-    full = apply(contract, env, {})
-    values = {k: v for k, v in full.items() if env.get(k) != v}
+    _, full = prepare_step(plan, group, job_dir, env)
     if args.format == "json":
-        print(json.dumps(values, indent=2, sort_keys=True))
+        print(json.dumps({k: v for k, v in full.items() if env.get(k) != v}, indent=2, sort_keys=True))
     else:
-        for key, value in values.items():
-            print(f"export {key}={shlex.quote(value)}")
+        print_env(full, env)
     return 0
 
 
@@ -395,21 +390,13 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_internal(args: argparse.Namespace) -> int:
-    from ti_slurm.plan import JobPlan
-
     if args.cmd == "supervise":
         from ti_slurm.supervisor import supervise
 
         return supervise(args.plan, args.job_dir)
-    if args.cmd == "local-run":
-        from ti_slurm.backends.local import local_run
+    from ti_slurm.backends.local import local_run
 
-        return local_run(args.plan, args.job_dir, args.job_id)
-    from ti_slurm.step import run_step
-
-    with open(args.plan, encoding="utf-8") as fh:
-        plan = JobPlan.from_json(fh.read())
-    return run_step(plan, args.group, args.job_dir)
+    return local_run(args.plan, args.job_dir, args.job_id)
 
 
 COMMANDS = {
@@ -422,7 +409,6 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "env": cmd_env,
     "exec": cmd_exec,
-    "step": cmd_internal,
     "supervise": cmd_internal,
     "local-run": cmd_internal,
 }

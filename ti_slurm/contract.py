@@ -13,13 +13,15 @@ address (the local runner uses 127.0.0.1).
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.hostlist import expand
 from ti_slurm.plan import JobPlan
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 # The seed's RDMA variables for HCC machines, in the seed's order and with its values.
 RDMA_ENV: dict[str, str] = {
@@ -119,6 +121,8 @@ def make_resolver(env: Mapping[str, str]) -> Callable[[str], str]:
     pinned = env.get("TI_SLURM_NODE_ADDR")
     if pinned:
         return lambda name: pinned
+    import socket
+
     cache: dict[str, str] = {}
 
     def resolve(name: str) -> str:

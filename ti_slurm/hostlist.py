@@ -9,22 +9,28 @@
 
 Stricter than Slurm where Slurm is lenient: empty items, whitespace, empty or
 reversed ranges and unbalanced brackets raise :class:`HostlistError`.
-Imports only the standard library: this runs in every job step.
+This runs in every job step, so it imports nothing, not even ``re``.
 """
 
 from __future__ import annotations
-
-import re
 
 from ti_slurm.errors import HostlistError
 
 MAX_RANGE = 65536
 MAX_NAMES = 1 << 20
 
-_NAME_CHARS = re.compile(r"[A-Za-z0-9._\-]*")
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
-_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
-_TASKS = re.compile(r"(\d+)(?:\(x(\d+)\))?")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_DIGITS = "0123456789"
+
+
+def _plain(text: str) -> bool:
+    """Only letters, digits, '.', '_' and '-' (the empty string too)."""
+    return _NAME_CHARS.issuperset(text)
+
+
+def _number(text: str) -> bool:
+    """One or more ASCII digits."""
+    return text.isascii() and text.isdigit()
 
 
 def expand(text: str) -> list[str]:
@@ -68,7 +74,7 @@ def _expand_item(text: str, item: str) -> list[str]:
     while pos < len(item):
         lb = item.find("[", pos)
         literal = item[pos:] if lb < 0 else item[pos:lb]
-        if _NAME_CHARS.fullmatch(literal) is None:
+        if not _plain(literal):
             raise HostlistError(text, item, "a host name may only hold letters, digits, '.', '_' and '-'")
         if literal:
             parts.append([literal])
@@ -92,12 +98,11 @@ def _expand_item(text: str, item: str) -> list[str]:
 def _expand_ranges(text: str, item: str, body: str) -> list[str]:
     out: list[str] = []
     for rng in body.split(","):
-        m = _RANGE.fullmatch(rng)
-        if m is None:
+        lo_s, dash, hi_s = rng.partition("-")
+        if not _number(lo_s) or (dash and not _number(hi_s)):
             raise HostlistError(text, f"[{body}]", f"range {rng!r} is not N or N-M")
-        lo_s, hi_s = m.group(1), m.group(2)
         lo = int(lo_s)
-        hi = lo if hi_s is None else int(hi_s)
+        hi = int(hi_s) if dash else lo
         if hi < lo:
             raise HostlistError(text, f"[{body}]", f"range {rng!r} runs backwards")
         if hi - lo + 1 > MAX_RANGE:
@@ -116,13 +121,13 @@ def compress(names: list[str]) -> str:
     # runs: (prefix, [(lo, hi, width), ...]) or (name, None) for names without digits
     groups: list[tuple[str, list[list[int]] | None]] = []
     for name in names:
-        if not name or _NAME_CHARS.fullmatch(name) is None:
+        if not name or not _plain(name):
             raise HostlistError(",".join(names)[:80], name, "not a plain host name")
-        m = _TRAILING_DIGITS.match(name)
-        if m is None:
+        prefix = name.rstrip(_DIGITS)
+        if len(prefix) == len(name):
             groups.append((name, None))
             continue
-        prefix, digits = m.group(1), m.group(2)
+        digits = name[len(prefix) :]
         num = int(digits)
         last = groups[-1] if groups else None
         if last is not None and last[0] == prefix and last[1] is not None:
@@ -152,8 +157,8 @@ def expand_tasks_per_node(text: str) -> list[int]:
     """Expand ``SLURM_TASKS_PER_NODE`` (``2(x3),1`` -> ``[2, 2, 2, 1]``)."""
     counts: list[int] = []
     for part in text.split(","):
-        m = _TASKS.fullmatch(part)
-        if m is None:
+        count, _, times = part.partition("(x")
+        if not _number(count) or (times and not (times.endswith(")") and _number(times[:-1]))):
             raise HostlistError(text, part, "expected N or N(xM)")
-        counts.extend([int(m.group(1))] * int(m.group(2) or 1))
+        counts.extend([int(count)] * (int(times[:-1]) if times else 1))
     return counts

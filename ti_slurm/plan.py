@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from typing import Any
+
     from ti_slurm.site import SiteConfig
     from ti_slurm.spec import GroupSpec, JobSpec
 

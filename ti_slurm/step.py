@@ -1,7 +1,9 @@
 """The per-node step wrapper: contract env + hostfile, then the user's command.
 
-Runs once per node in every job step (``srun ... python -m ti_slurm step``),
-so it imports only the standard library and the light contract modules.
+Runs once per node in every job step (through :mod:`ti_slurm.jobpath`), so
+it imports only the standard library and the light contract modules, and
+those that only running the command needs (``subprocess``, ``signal``,
+``socket``) only when it gets there.
 
 It computes this node's contract, writes the hostfile and launch agent the
 mode needs, waits for the master where the platform does (DDP workers wait
@@ -12,26 +14,25 @@ that group, and records the exit code in ``<job dir>/nodes/``.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from contextlib import suppress
-from types import FrameType
 
 from ti_slurm.contract import NodeContract, apply, node_contract
 from ti_slurm.plan import JobPlan
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Mapping
+    from types import FrameType
 
 RENDEZVOUS_EXIT = 124  # like timeout(1)
 
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename (safe when nodes race)."""
-    tmp = f"{path}.tmp.{os.getpid()}.{socket.gethostname()}"
+    tmp = f"{path}.tmp.{os.getpid()}.{os.uname().nodename}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
@@ -42,20 +43,22 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
     """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs."""
     if contract.hostfile is None:
         return
-    from shlex import quote
-
+    from ti_slurm import jobpath
     from ti_slurm.modes import mpi
 
     write_atomic(mpi.hostfile_path(job_dir), contract.hostfile)
     bindir = mpi.agent_dir(job_dir)
     os.makedirs(bindir, exist_ok=True)
-    agent = f'#!/bin/sh\nexec {quote(plan.python)} -m ti_slurm.agent "$@"\n'
+    argv = " ".join(jobpath.shell_quote(word) for word in jobpath.command(plan.python, "agent"))
+    agent = f'#!/bin/sh\nexec {argv} "$@"\n'
     write_atomic(os.path.join(bindir, "ssh"), agent, 0o755)
     write_atomic(os.path.join(bindir, "ti-slurm-ssh"), agent, 0o755)
 
 
 def wait_for_master(addr: str, port: int, timeout: float) -> bool:
     """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
+    import socket
+
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
@@ -71,6 +74,8 @@ def wait_for_master(addr: str, port: int, timeout: float) -> bool:
 
 def record_exit(job_dir: str, plan: JobPlan, group: int, index: int, node: str, code: int, started: float) -> None:
     """Write ``nodes/<component>.<index>.json`` for the supervisor and ``ti-slurm status``."""
+    import json
+
     folder = os.path.join(job_dir, "nodes")
     os.makedirs(folder, exist_ok=True)
     comp = plan.components[group].name
@@ -91,6 +96,10 @@ def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace
     SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
     ``grace`` seconds later, or once the command has exited, is killed.
     """
+    import signal
+    import subprocess
+    from contextlib import suppress
+
     proc = subprocess.Popen(["/bin/bash", "-c", command], env=dict(env), cwd=workdir or None, start_new_session=True)
     kill_at: float | None = None
 
@@ -120,6 +129,8 @@ def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace
 
 def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> None:
     """SIGTERM a process (or its process group), SIGKILL after ``grace`` seconds, reap it."""
+    import signal
+    from contextlib import suppress
 
     def send(signum: int) -> None:
         with suppress(ProcessLookupError):
@@ -134,14 +145,21 @@ def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> No
     proc.wait()
 
 
+def prepare_step(
+    plan: JobPlan, group: int, job_dir: str, environ: Mapping[str, str]
+) -> tuple[NodeContract, dict[str, str]]:
+    """This node's contract, its files written, and the command's full environment."""
+    os.makedirs(job_dir, exist_ok=True)
+    contract = node_contract(plan, environ, group, job_dir)
+    prepare_files(plan, contract, job_dir)
+    return contract, apply(contract, environ, plan.env)
+
+
 def run_step(plan: JobPlan, group: int, job_dir: str, environ: Mapping[str, str] | None = None) -> int:
     """Serve this node's share of the job; return the exit code to report."""
     environ = os.environ if environ is None else environ
     started = time.time()
-    os.makedirs(job_dir, exist_ok=True)
-    contract = node_contract(plan, environ, group, job_dir)
-    prepare_files(plan, contract, job_dir)
-    env = apply(contract, environ, plan.env)
+    contract, env = prepare_step(plan, group, job_dir, environ)
 
     def record(code: int) -> None:
         record_exit(job_dir, plan, group, contract.index, contract.node, code, started)
@@ -152,6 +170,8 @@ def run_step(plan: JobPlan, group: int, job_dir: str, environ: Mapping[str, str]
         return run_ray_node(plan, contract, env, record)
     if not contract.runs_command:
         # Horovod workers in a hand-written script: stay allocated until stopped.
+        import signal
+
         signal.sigwait({signal.SIGTERM, signal.SIGINT})
         return 0
     if plan.mode == "ddp" and contract.role != "master":
@@ -238,6 +258,7 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
         return env["TI_SLURM_JOB_DIR"]
     import stat
     import tempfile
+    from contextlib import suppress
 
     from ti_slurm.contract import ContractError
     from ti_slurm.site import load_site_config

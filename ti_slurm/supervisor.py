@@ -3,7 +3,8 @@
 One supervisor serves both launchers:
 
 - :class:`SlurmLauncher` (inside the batch script) starts one background
-  ``srun [--het-group=<n>]`` per component, each running ``ti_slurm step``
+  ``srun [--het-group=<n>]`` per component, each running the step wrapper
+  (:mod:`ti_slurm.jobpath`)
   on every node of that component;
 - :class:`LocalLauncher` (``submit --local``) starts one process per simulated
   node on this machine, with the same Slurm variables a step would see.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol
 
+from ti_slurm import jobpath
 from ti_slurm.hostlist import expand
 from ti_slurm.modes import MODES
 from ti_slurm.plan import JobPlan
@@ -63,7 +65,7 @@ class Launcher(Protocol):
 
 
 def step_command(plan: JobPlan, group: int, plan_path: str, job_dir: str) -> list[str]:
-    return [plan.python, "-m", "ti_slurm", "step", "--plan", plan_path, "--group", str(group), "--job-dir", job_dir]
+    return jobpath.command(plan.python, "step", plan_path, str(group), job_dir)
 
 
 class SlurmLauncher:

@@ -38,12 +38,11 @@ def agent_dir(job_dir: str) -> str:
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
-    comp = ctx.plan.components[0]
-    names = ctx.layout.groups[0]
+    slots, addr = ctx.plan.components[0].slots, ctx.layout.addr
     path = hostfile_path(ctx.job_dir)
     agent = os.path.join(agent_dir(ctx.job_dir), "ssh")
     return {
-        "NODE_IP_SLOT_LIST": ",".join(f"{ctx.layout.addr(n)}:{comp.slots}" for n in names),
+        "NODE_IP_SLOT_LIST": ",".join(f"{addr(name)}:{slots}" for name in ctx.layout.groups[0]),
         "OMPI_MCA_orte_default_hostfile": path,
         "PRTE_MCA_prte_default_hostfile": path,
         "OMPI_MCA_plm": "rsh",

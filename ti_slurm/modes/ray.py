@@ -11,16 +11,17 @@ The head's exit code is the job's; workers are stopped afterwards.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 
-from ti_slurm.contract import NodeContext, NodeContract
 from ti_slurm.modes import Rule
-from ti_slurm.plan import JobPlan
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ti_slurm.contract import NodeContext, NodeContract
+    from ti_slurm.plan import JobPlan
 
 RULE = Rule(required=("head",))
 PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metrics and worker ports
@@ -32,6 +33,8 @@ def role(ctx: NodeContext) -> str:
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
+    import tempfile
+
     head_addr = ctx.layout.addr(ctx.layout.groups[0][0])
     head_port = ctx.port(0)
     env = {
@@ -99,6 +102,9 @@ def run_ray_node(plan: JobPlan, contract: NodeContract, env: dict[str, str], rec
     of its own, so stopping it stops exactly this job's Ray (``ray stop`` would
     stop every Ray on the machine, other jobs' included).
     """
+    import shutil
+    import subprocess
+
     from ti_slurm.step import run_command, terminate, wait_for_master
 
     head_addr, head_port = env["HEAD_ADDR"], int(env["HEAD_PORT"])

@@ -1,0 +1,84 @@
+"""The job path: what every node of every job runs, on the bare interpreter.
+
+The supervisor starts each node's step, and the launch agent (the ``ssh`` that
+Open MPI and Horovod call) starts itself, as::
+
+    <python> -I -S <install>/ti_slurm/jobpath.py step PLAN GROUP JOB_DIR [--print-env]
+    <python> -I -S <install>/ti_slurm/jobpath.py agent SSH-ARGS...
+
+``-S`` skips site-packages and its ``.pth`` hooks: editable installs, conda
+and sandbox hooks cost tens of milliseconds per process, on every node of
+every step. ``-I`` keeps the job's ``PYTHONPATH`` and working directory from
+shadowing ti-slurm's or the standard library's modules. This file puts the
+package root on ``sys.path`` itself, so only ti-slurm's own modules and the
+standard library can be imported here; ``tests/unit/test_jobpath.py`` checks
+that no heavy module (pydantic, jinja2, argparse, ...) is ever loaded.
+
+``--print-env`` prints the step's environment (``export NAME=value`` lines,
+what the command would get beyond the inherited environment) instead of
+running the command: a dry run of one node's step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
+USAGE = "usage: jobpath.py step PLAN GROUP JOB_DIR [--print-env] | agent SSH-ARGS..."
+
+
+def command(python: str, *args: str) -> list[str]:
+    """The argv that runs ``jobpath.py ARGS`` with ``python``, which must have this same install."""
+    return [python, "-I", "-S", os.path.abspath(__file__), *args]
+
+
+def shell_quote(value: str) -> str:
+    """``shlex.quote`` without importing ``shlex`` (and ``re``) on the job path."""
+    if value and _SHELL_SAFE.issuperset(value):
+        return value
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def print_env(env: dict[str, str], inherited: dict[str, str] | os._Environ[str]) -> None:
+    """``export`` lines for what ``env`` sets beyond ``inherited``."""
+    lines = [f"export {k}={shell_quote(v)}\n" for k, v in env.items() if inherited.get(k) != v]
+    sys.stdout.write("".join(lines))
+
+
+def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:
+    from ti_slurm.plan import JobPlan
+    from ti_slurm.step import prepare_step, run_step
+
+    with open(plan_path, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    if not group.isdigit():
+        raise SystemExit(f"ti-slurm: error: group {group!r} is not a number\n{USAGE}")
+    if dry_run:
+        print_env(prepare_step(plan, int(group), job_dir, os.environ)[1], os.environ)
+        return 0
+    return run_step(plan, int(group), job_dir)
+
+
+def main(argv: list[str]) -> int:
+    from ti_slurm.errors import TiSlurmError
+
+    try:
+        if argv[:1] == ["agent"]:
+            from ti_slurm.agent import main as agent_main
+
+            return agent_main(argv[1:])
+        if argv[:1] == ["step"] and len(argv) in (4, 5) and argv[4:] in ([], ["--print-env"]):
+            return step(argv[1], argv[2], argv[3], dry_run=len(argv) == 5)
+    except TiSlurmError as exc:
+        print(f"ti-slurm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main(sys.argv[1:]))
