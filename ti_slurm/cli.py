@@ -377,7 +377,6 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def cmd_exec(args: argparse.Namespace) -> int:
     import shlex
-    from dataclasses import replace
 
     from ti_slurm.step import run_step
 
@@ -385,7 +384,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if not words:
         raise TiSlurmError("exec: no command given (ti-slurm exec --mode M -- CMD ...)")
     plan, env, group, job_dir = _adhoc(args)
-    plan = replace(plan, command=" ".join(shlex.quote(w) for w in words), workdir=os.getcwd())
+    plan = plan.replace(command=" ".join(shlex.quote(w) for w in words), workdir=os.getcwd())
     return run_step(plan, group, job_dir, env)
 
 

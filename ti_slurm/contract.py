@@ -13,11 +13,10 @@ address (the local runner uses 127.0.0.1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.hostlist import expand
 from ti_slurm.plan import JobPlan
+from ti_slurm.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -53,8 +52,7 @@ class ContractError(TiSlurmError):
     """The step's environment does not describe a job ti-slurm can serve."""
 
 
-@dataclass(frozen=True)
-class JobLayout:
+class JobLayout(Record):
     """What every node of one job sees alike."""
 
     job_id: int
@@ -67,8 +65,7 @@ class JobLayout:
         return sum(len(g) for g in self.groups[:group]) + index
 
 
-@dataclass(frozen=True)
-class NodeContext:
+class NodeContext(Record):
     """One node's place in a job: what a mode needs to compute its variables."""
 
     plan: JobPlan
@@ -89,8 +86,7 @@ class NodeContext:
         return self.layout.ports[group][index]
 
 
-@dataclass(frozen=True)
-class NodeContract:
+class NodeContract(Record):
     """One node's share of the contract."""
 
     env: dict[str, str]  # contract variables: always set
@@ -205,7 +201,9 @@ def rdma_env(plan: JobPlan, partition: str) -> dict[str, str]:
 
 def env_string_size(name: str, value: str) -> int:
     """Bytes one variable takes in a process's environment (what MAX_ARG_STRLEN limits)."""
-    return len(name.encode()) + 1 + len(value.encode()) + 1
+    # isascii() is O(1) in CPython, and then characters are bytes: no 100 KB encode per variable
+    size = len(value) if value.isascii() else len(value.encode())
+    return len(name.encode()) + 1 + size + 1
 
 
 def check_env_sizes(env: Mapping[str, str]) -> None:

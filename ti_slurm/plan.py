@@ -1,15 +1,16 @@
 """The job plan: what a spec becomes once decided, as plain data.
 
 ``make_plan(spec, site)`` is pure. The plan travels into the job as JSON and is
-read back with :meth:`JobPlan.from_json`, which needs only the standard
-library (this module imports nothing heavy at run time).
+read back with :meth:`JobPlan.from_json` in every job step, so the classes
+are :class:`~ti_slurm.record.Record`s (frozen dataclasses without importing
+``dataclasses``) and this module imports nothing heavy at run time.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import asdict, dataclass, field
+
+from ti_slurm.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
 PLAN_VERSION = 1
 
 
-@dataclass(frozen=True)
-class Component:
+class Component(Record):
     """One role group of nodes; a heterogeneous job component when there are several."""
 
     name: str  # ddp | mpi | horovod | ps | worker | head | worker1..worker5
@@ -38,18 +38,17 @@ class Component:
         return max(self.gpus_per_node, 1)
 
 
-@dataclass(frozen=True)
-class JobPlan:
+class JobPlan(Record):
     """Everything the job needs, decided before submission."""
 
     name: str
     mode: str
     command: str
     components: tuple[Component, ...]
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = {}  # noqa: RUF012 (Record copies it per instance)
     rdma: str = "auto"  # auto | on | off
     rdma_partitions: tuple[str, ...] = ()
-    nccl_overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # partition or "*" -> vars
+    nccl_overrides: dict[str, dict[str, str]] = {}  # noqa: RUF012 (copied per instance); partition or "*" -> vars
     master_port: int | None = None
     port_range: tuple[int, int] = (61000, 65535)
     rendezvous_timeout: int = 300
@@ -61,7 +60,7 @@ class JobPlan:
     account: str | None = None
     qos: str | None = None
     time: str | None = None
-    sbatch: dict[str, str | int | bool] = field(default_factory=dict)
+    sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
     submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
     version: int = PLAN_VERSION
 
@@ -75,11 +74,15 @@ class JobPlan:
 
     def to_json(self) -> str:
         """One line of JSON (no raw newlines, so it is safe inside a quoted heredoc)."""
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True, ensure_ascii=True)
+        import json
+
+        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True, ensure_ascii=True)
 
     @classmethod
     def from_json(cls, text: str) -> JobPlan:
-        data: dict[str, Any] = json.loads(text)
+        from ti_slurm import lightjson  # the job path: json itself would import re and enum
+
+        data: dict[str, Any] = lightjson.loads(text)
         if data.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version {data.get('version')} is not {PLAN_VERSION}")
         data["components"] = tuple(Component(**c) for c in data["components"])

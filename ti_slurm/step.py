@@ -74,7 +74,7 @@ def wait_for_master(addr: str, port: int, timeout: float) -> bool:
 
 def record_exit(job_dir: str, plan: JobPlan, group: int, index: int, node: str, code: int, started: float) -> None:
     """Write ``nodes/<component>.<index>.json`` for the supervisor and ``ti-slurm status``."""
-    import json
+    from ti_slurm import lightjson
 
     folder = os.path.join(job_dir, "nodes")
     os.makedirs(folder, exist_ok=True)
@@ -87,7 +87,7 @@ def record_exit(job_dir: str, plan: JobPlan, group: int, index: int, node: str, 
         "started": started,
         "ended": time.time(),
     }
-    write_atomic(os.path.join(folder, f"{comp}.{index}.json"), json.dumps(record) + "\n")
+    write_atomic(os.path.join(folder, f"{comp}.{index}.json"), lightjson.dumps(record) + "\n")
 
 
 def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace: float) -> int:

@@ -16,7 +16,10 @@ from ti_slurm import jobpath
 from ti_slurm.plan import Component, JobPlan
 
 # Never on the job path: the heavy libraries, and the stdlib modules only the CLI or running a command need.
-NOT_ON_THE_JOB_PATH = {"pydantic", "jinja2", "yaml", "paramiko", "argparse", "typing", "tomllib", "subprocess", "shlex"}
+NOT_ON_THE_JOB_PATH = {
+    *("pydantic", "jinja2", "yaml", "paramiko", "argparse", "typing", "tomllib", "subprocess", "shlex"),
+    *("json", "re", "dataclasses", "inspect", "enum"),
+}
 
 SLURM_ENV = {
     "SLURM_JOB_ID": "123",

@@ -12,12 +12,14 @@ Light imports only: this runs in every job step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import ModuleType
+from ti_slurm.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from types import ModuleType
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Record):
     """The success rule of a mode.
 
     - ``required``: components whose every node must exit 0 (``None``: all of

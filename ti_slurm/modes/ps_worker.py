@@ -8,10 +8,12 @@ tasks are stopped and the job succeeds.
 
 from __future__ import annotations
 
-import json
-
-from ti_slurm.contract import NodeContext
+from ti_slurm import lightjson
 from ti_slurm.modes import Rule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from ti_slurm.contract import NodeContext
 
 RULE = Rule(required=("worker",))
 PORTS_PER_JOB = 8
@@ -33,7 +35,7 @@ def tf_config(ctx: NodeContext) -> str:
 
 def json_config(cluster: dict[str, list[str]], task: dict[str, object]) -> str:
     """The TF_CONFIG text, compact (the seed's layout, without the indentation)."""
-    return json.dumps({"cluster": cluster, "task": task, "environment": "cloud"}, separators=(",", ":"))
+    return lightjson.dumps({"cluster": cluster, "task": task, "environment": "cloud"})
 
 
 def node_env(ctx: NodeContext) -> dict[str, str]:
