@@ -14,13 +14,14 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ti_slurm import __version__
 from ti_slurm.errors import TiSlurmError
 
 if TYPE_CHECKING:
     from ti_slurm.backends.base import Backend, JobInfo
+    from ti_slurm.backends.ssh import SSHBackend
     from ti_slurm.plan import JobPlan
     from ti_slurm.status import JobStatus
 
@@ -195,26 +196,99 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.render import render
 
     host = "" if args.local else remote_host(args, args.spec)
-    plan = plan_from_spec(args.spec, submission=uuid.uuid4().hex[:16], remote=bool(host))
-    script = render(plan)
-    if host:
-        backend = open_backend("ssh", args, host)
-        if args.sync:
-            from ti_slurm.backends.ssh import SSHBackend, sync_tree
+    submission = uuid.uuid4().hex[:16]
+    # Over SSH, connect and start the remote half of the submit while the spec is
+    # validated and rendered here. It waits for its input, and submits nothing if
+    # it never gets any (an invalid spec, an interrupt).
+    early = EarlyRemoteSubmit(args, host, submission) if host and not args.sync else None
+    try:
+        plan = plan_from_spec(args.spec, submission=submission, remote=bool(host))
+        script = render(plan)
+    except BaseException:
+        if early is not None:
+            early.abandon()
+        raise
+    backend: Backend
+    if early is not None:
+        backend, info = early.finish(plan, script)
+    elif host:  # --sync: the files must be there before the job is
+        from ti_slurm.backends.ssh import SSHBackend, sync_tree
 
-            assert isinstance(backend, SSHBackend)
-            sent = sync_tree(backend.session, args.sync, plan.workdir or ".")
-            print(f"ti-slurm: synced {sent} changed file(s) to {host}:{plan.workdir or '~'}", file=sys.stderr)
+        backend = open_backend("ssh", args, host)
+        assert isinstance(backend, SSHBackend)
+        sent = sync_tree(backend.session, args.sync, plan.workdir or ".")
+        print(f"ti-slurm: synced {sent} changed file(s) to {host}:{plan.workdir or '~'}", file=sys.stderr)
+        info = backend.submit(plan, script)
     else:
         os.makedirs(plan.output_dir, exist_ok=True)
         backend = open_backend("local" if args.local else "slurm", args)
-    info = backend.submit(plan, script)
+        info = backend.submit(plan, script)
     remember(info)
     print(info.job_id, flush=True)
     if not args.wait:
         return 0
     status = wait_for(backend, info)
     return 0 if status.state == "COMPLETED" else 1
+
+
+HANDSHAKE_HEAD_START = 1.0  # seconds the SSH handshake of a submit runs alone before validation starts
+
+
+class EarlyRemoteSubmit:
+    """The remote half of a submit, started in a thread while the spec is validated and rendered here.
+
+    The remote shell waits for its input (see ``SSHBackend.submit_argv``). If the
+    local side fails, :meth:`abandon` ends that input and lets the shell exit by
+    itself: nothing is submitted, and the remote login shell is never killed
+    half-way through its startup files.
+    """
+
+    def __init__(self, args: argparse.Namespace, host: str, submission: str) -> None:
+        import threading
+
+        import ti_slurm.backends.ssh  # noqa: F401  # paramiko: CPU-bound, as validating is; not both at once
+
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._started: tuple[SSHBackend, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, args=(args, host, submission), daemon=True)
+        self._thread.start()
+        # The handshake is CPU-bound too: let it finish undisturbed (briefly), then
+        # validate and render here while the remote login shell starts up.
+        self._thread.join(timeout=HANDSHAKE_HEAD_START)
+
+    def _start(self, args: argparse.Namespace, host: str, submission: str) -> None:
+        try:
+            from ti_slurm.backends.ssh import SSHBackend
+
+            backend = open_backend("ssh", args, host)
+            assert isinstance(backend, SSHBackend)
+            backend.session.connect()
+            with self._lock:
+                if self._abandoned:
+                    backend.session.close()
+                else:
+                    self._started = backend, backend.start_submit(submission)
+        except BaseException as exc:  # handed to finish()
+            self._error = exc
+
+    def finish(self, plan: JobPlan, script: str) -> tuple[SSHBackend, JobInfo]:
+        """Wait for the connection, then send the script: the job."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._started is not None
+        backend, channel = self._started
+        return backend, backend.finish_submit(channel, plan, script)
+
+    def abandon(self) -> None:
+        """Submit nothing: end the remote shell's input and wait for it to exit."""
+        with self._lock:
+            self._abandoned = True
+            if self._started is not None:
+                backend, channel = self._started
+                backend.abandon_submit(channel)
 
 
 # -- watching jobs ---------------------------------------------------------
@@ -426,5 +500,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def entry() -> NoReturn:
+    """The ``ti-slurm`` command: :func:`main`, then exit without tearing the interpreter down.
+
+    Finalizing an interpreter that has pydantic, jinja2 or paramiko loaded takes
+    60-90 ms (module teardown, garbage collection) and does nothing a finished
+    command needs: its files are closed by then. So flush the standard streams
+    and leave.
+    """
+    from contextlib import suppress
+
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(BrokenPipeError, ValueError):  # a reader that went away (| head), a closed stream
+            stream.flush()
+    os._exit(code)

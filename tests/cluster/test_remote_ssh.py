@@ -86,6 +86,17 @@ def test_remote_ddp_submit_wait_logs_status(tmp_path: Path, sshd: Sshd) -> None:
     cli(tmp_path, "cancel", again.stdout.split()[0], "--ssh-config", str(config))
 
 
+def test_invalid_spec_submits_nothing_though_the_remote_side_started_early(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    out, name = tmp_path / "out", f"never-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: {name}\nmode: mpi\nnodes: 1\ncommand: 'true'\ntime: soon\noutput_dir: {out}\n")
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+    assert err.startswith("ti-slurm: error: time: 'soon'")
+    assert not out.exists()
+    assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+
+
 def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:
     config = ssh_config(tmp_path, sshd)
     marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
@@ -204,8 +215,8 @@ def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, s
     class DropsAfterSbatch(SSHSession):
         dropped = False
 
-        def run(self, argv, stdin=None):  # type: ignore[no-untyped-def]
-            res = super().run(argv, stdin)
+        def finish(self, channel, argv, stdin):  # type: ignore[no-untyped-def]
+            res = super().finish(channel, argv, stdin)
             if "sbatch" in argv and not self.dropped:
                 self.dropped = True  # sbatch accepted the job, then the link went down
                 raise BackendError(f"connection to {self.target} dropped: EOF")

@@ -51,6 +51,14 @@ def parse_job_id(text: str) -> str:
     return m.group(1)
 
 
+def checked_stdout(res: subprocess.CompletedProcess[str], what: str) -> str:
+    """A command's stdout, or its last error line as a one-line :class:`BackendError`."""
+    if res.returncode != 0:
+        msg = (res.stderr or res.stdout).strip().splitlines()
+        raise BackendError(f"{what} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
+    return res.stdout
+
+
 SQUEUE_FORMAT = "%i|%T|%r|%N|%j"
 
 
@@ -82,28 +90,22 @@ class SlurmBackend:
         self.run = run
 
     def _ok(self, argv: Sequence[str], stdin: str | None = None, what: str = "") -> str:
-        res = self.run(argv, stdin)
-        if res.returncode != 0:
-            msg = (res.stderr or res.stdout).strip().splitlines()
-            raise BackendError(f"{what or argv[0]} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
-        return res.stdout
+        return checked_stdout(self.run(argv, stdin), what or argv[0])
 
-    def sbatch_argv(self, plan: JobPlan) -> list[str]:
+    def sbatch_argv(self, submission: str) -> list[str]:
         """``sbatch --parsable``, tagged with the submission id (the script comes on stdin)."""
         argv = ["sbatch", "--parsable"]
-        if plan.submission:
-            argv.append(f"--comment=ti-slurm:{plan.submission}")
+        if submission:
+            argv.append(f"--comment=ti-slurm:{submission}")
         return argv
 
     def _info(self, job_id: str, plan: JobPlan) -> JobInfo:
         job_dir = os.path.join(plan.output_dir, job_id)
         return JobInfo(job_id, plan.name, self.name, job_dir, "PENDING", submission=plan.submission)
 
-    def _submit_with(self, argv: list[str], plan: JobPlan, script: str) -> JobInfo:
-        return self._info(parse_job_id(self._ok(argv, script, what="sbatch")), plan)
-
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        return self._submit_with(self.sbatch_argv(plan), plan, script)
+        job_id = parse_job_id(self._ok(self.sbatch_argv(plan.submission), script, what="sbatch"))
+        return self._info(job_id, plan)
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         if not jobs:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -25,15 +26,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import paramiko
 
-from ti_slurm.backends.base import JobInfo
-from ti_slurm.backends.slurm import SlurmBackend
-from ti_slurm.errors import BackendError, SpecError
-from ti_slurm.plan import JobPlan
+def _defer_import(name: str) -> None:
+    """Put a stand-in for module ``name`` in ``sys.modules`` that imports the real one on first use."""
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return
+
+    class Deferred(types.ModuleType):
+        def __getattr__(self, attr: str) -> Any:  # only for what the stand-in lacks: all but __name__, __spec__...
+            if sys.modules.get(name) is self:
+                del sys.modules[name]
+            return getattr(importlib.import_module(name), attr)
+
+    sys.modules[name] = Deferred(name)
+
+
+# paramiko imports invoke (~80 ms: it pulls in unittest.mock, yaml and importlib.metadata) only to
+# run the `Match exec` lines of an ssh config: defer it to that first use.
+_defer_import("invoke")
+
+import paramiko  # noqa: E402
+
+from ti_slurm.backends.base import JobInfo  # noqa: E402
+from ti_slurm.backends.slurm import SlurmBackend, checked_stdout, parse_job_id  # noqa: E402
+from ti_slurm.errors import BackendError, SpecError  # noqa: E402
+from ti_slurm.plan import JobPlan  # noqa: E402
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
+OUTPUT_GRACE = 2.0  # seconds to keep reading after the exit status, until the server closes the channel
 CONNECT_TIMEOUT = float(os.environ.get("TI_SLURM_SSH_TIMEOUT", "10"))  # connect, banner and auth
 _NOT_FOUND = re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found")
 _TARGET = re.compile(
@@ -163,18 +189,30 @@ class SSHSession:
     # -- commands --------------------------------------------------------------
     def run(self, argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` on the remote host (quoted), feeding ``stdin``; drain both outputs."""
+        return self.finish(self.start(argv), argv, stdin)
+
+    def start(self, argv: Sequence[str]) -> Any:
+        """Start ``argv`` on the remote host (one round trip); its input follows in :meth:`finish`."""
         if self._client is None:
             self.connect()
         self.round_trips += 1
-        command = " ".join(shlex.quote(a) for a in argv)
         try:
-            transport = self._client.get_transport()
-            channel = transport.open_session(timeout=CONNECT_TIMEOUT)
-            channel.exec_command(command)
+            channel = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            channel.exec_command(" ".join(shlex.quote(a) for a in argv))
+        except (OSError, EOFError) as exc:
+            raise BackendError(f"connection to {self.target} dropped: {exc}") from None
+        except Exception as exc:  # paramiko.SSHException
+            raise BackendError(f"ssh to {self.target}: {exc}") from None
+        return channel
+
+    def finish(self, channel: Any, argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+        """Send ``stdin`` to a started command, close its input, drain both outputs, get its status."""
+        try:
             if stdin:
                 channel.sendall(stdin.encode())
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
+            exited_at = None
             while True:
                 got = False
                 while channel.recv_ready():
@@ -183,7 +221,14 @@ class SSHSession:
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
                     got = True
-                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                # The server closes the channel after the last byte of both outputs; the exit
+                # status can come before those. A command that exited but left a child holding
+                # its outputs open gets OUTPUT_GRACE seconds.
+                done = channel.closed
+                if channel.exit_status_ready():
+                    exited_at = exited_at or time.monotonic()
+                    done = done or time.monotonic() - exited_at > OUTPUT_GRACE
+                if done and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
                 if not got:
                     time.sleep(0.005)
@@ -246,21 +291,47 @@ class SSHBackend(SlurmBackend):
         self.session = session
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        """Create the output directory and sbatch the script from stdin: one round trip.
+        """Create the output directory and sbatch the script from stdin: one round trip."""
+        return self.finish_submit(self.start_submit(plan.submission), plan, script)
+
+    def submit_argv(self, submission: str) -> list[str]:
+        """The remote half of a submit: a shell that waits for its input.
+
+        The input is the output directory on one line, then the script: the shell
+        makes the directory and hands the rest of its input to ``sbatch``. Closed
+        without input (the spec turned out invalid), it submits nothing.
+        """
+        return ["sh", "-c", 'IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"', "sh", *self.sbatch_argv(submission)]
+
+    def start_submit(self, submission: str) -> Any:
+        """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`)."""
+        return self.session.start(self.submit_argv(submission))
+
+    def abandon_submit(self, channel: Any) -> None:
+        """End a started submit without input: its shell exits by itself and submits nothing."""
+        with contextlib.suppress(BackendError):
+            self.session.finish(channel, self.submit_argv(""), None)
+        self.session.close()
+
+    def finish_submit(self, channel: Any, plan: JobPlan, script: str) -> JobInfo:
+        """Send the output directory and the script to a started submit; return the job.
 
         If the connection drops after sbatch may have accepted the job, look the
         job up by its submission tag before trying again, so it is never submitted twice.
         """
-        argv = ["sh", "-c", 'mkdir -p -- "$1" && shift && exec "$@"', "sh", plan.output_dir, *self.sbatch_argv(plan)]
+        if "\n" in plan.output_dir:
+            raise SpecError("output_dir", plan.output_dir, "holds a newline")
+        argv, stdin = self.submit_argv(plan.submission), f"{plan.output_dir}\n{script}"
         try:
-            info = self._submit_with(argv, plan, script)
+            job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch"))
         except BackendError as exc:
             if "dropped" not in str(exc) or not plan.submission:
                 raise
             self.session.close()
             self.session.connect()
             found = self.find_by_comment(f"ti-slurm:{plan.submission}")
-            info = self._info(found, plan) if found else self._submit_with(argv, plan, script)
+            job_id = found or parse_job_id(checked_stdout(self.session.run(argv, stdin), "sbatch"))
+        info = self._info(job_id, plan)
         info.host = self.session.target.alias
         return info
 
