@@ -47,13 +47,17 @@ def print_env(env: dict[str, str], inherited: dict[str, str] | os._Environ[str])
 
 
 def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:
+    from ti_slurm.errors import TiSlurmError
     from ti_slurm.plan import JobPlan
     from ti_slurm.step import prepare_step, run_step
 
-    with open(plan_path, encoding="utf-8") as fh:
-        plan = JobPlan.from_json(fh.read())
-    if not group.isdigit():
-        raise SystemExit(f"ti-slurm: error: group {group!r} is not a number\n{USAGE}")
+    try:
+        with open(plan_path, encoding="utf-8") as fh:
+            plan = JobPlan.from_json(fh.read())
+    except (OSError, ValueError, TypeError, KeyError) as exc:  # unreadable, not JSON, not a plan
+        raise TiSlurmError(f"plan {plan_path}: cannot read it: {exc}") from None
+    if not group.isdigit() or int(group) >= len(plan.components):
+        raise TiSlurmError(f"group {group!r} is not a component of this {plan.mode} job")
     if dry_run:
         print_env(prepare_step(plan, int(group), job_dir, os.environ)[1], os.environ)
         return 0

@@ -45,13 +45,17 @@ def loads(text: str) -> Any:
         import json
 
         return json.loads(text)
-    text = text.strip()
+    stripped = text.strip()
     try:
-        value, end = _scan(text, 0)
-    except StopIteration:
-        raise ValueError(f"not JSON: {text[:40]!r}") from None
-    if end != len(text):
-        raise ValueError(f"extra data after JSON at character {end}: {text[end : end + 40]!r}")
+        value, end = _scan(stripped, 0)
+    except (StopIteration, SystemError):
+        # Invalid JSON. The scanner builds its error from json.decoder, and only if that is
+        # already imported; let json itself say what is wrong (nothing is fast on this path).
+        import json
+
+        return json.loads(text, parse_constant=_ScannerOptions.parse_constant)
+    if end != len(stripped):
+        raise ValueError(f"extra data after JSON at character {end}: {stripped[end : end + 40]!r}")
     return value
 
 

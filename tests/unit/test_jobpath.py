@@ -88,6 +88,18 @@ def test_a_step_outside_slurm_is_one_clear_line(tmp_path: Path) -> None:
     ]
 
 
+def test_a_bad_plan_or_group_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "junk.json").write_text("{not json")
+    for args, needle in (
+        (("step", str(tmp_path / "missing.json"), "0", str(tmp_path)), "missing.json: cannot read it"),
+        (("step", str(tmp_path / "junk.json"), "0", str(tmp_path)), "junk.json: cannot read it"),
+        (("step", str(write_plan(tmp_path)), "7", str(tmp_path)), "group '7' is not a component of this mpi job"),
+    ):
+        out = run_jobpath(*args, env=SLURM_ENV)
+        assert out.returncode == 2
+        assert len(out.stderr.splitlines()) == 1 and needle in out.stderr, out.stderr
+
+
 def test_bad_arguments_print_the_usage(tmp_path: Path) -> None:
     out = run_jobpath("step", "only-a-plan", env=SLURM_ENV)
     assert out.returncode == 2

@@ -37,3 +37,22 @@ def test_bad_json_is_a_value_error(text: str) -> None:
 def test_what_json_cannot_hold_is_refused(value: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         lightjson.dumps(value)
+
+
+def test_bad_json_is_a_value_error_where_json_was_never_imported() -> None:
+    """On the job path json is not loaded, and the C scanner cannot build its error without it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(lightjson.__file__).resolve().parent.parent
+    probe = (
+        f"import sys; sys.path.insert(0, {str(root)!r}); from ti_slurm import lightjson\n"
+        "for text in ('{not json', '', '[1,]', 'NaN', '[1] x'):\n"
+        "    try:\n"
+        "        lightjson.loads(text)\n"
+        "    except ValueError as exc:\n"
+        "        print(type(exc).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["JSONDecodeError", "JSONDecodeError", "JSONDecodeError", "ValueError", "ValueError"]
