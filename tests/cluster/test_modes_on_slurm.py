@@ -174,3 +174,29 @@ def test_status_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
     res = run_cli("status", "999999999", env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "job 999999999: not queued and no record" in res.stderr
+
+
+def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) -> None:
+    """The README's recipe: the job's own step, with --print-env, run again inside the allocation."""
+    from ti_slurm import jobpath
+
+    job = Job(tmp_path, "mode: mpi\nnodes: 2\ngpus_per_node: 2\ncommand: sleep 120", wait=False)
+    try:
+        plan = job.job_dir / "plan.json"
+        deadline = time.monotonic() + 60
+        while not plan.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        step = jobpath.command("python3", "step", str(plan), "0", str(job.job_dir), "--print-env")
+        out = subprocess.run(
+            ["srun", f"--jobid={job.id}", "--overlap", "-N", "2", "-l", *step],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        per_task = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in out.splitlines() if "INDEX=" in line}
+        assert per_task == {"0": "export INDEX=0", "1": "export INDEX=1"}
+        ip_lists = {line.split("=", 1)[1] for line in out.splitlines() if "NODE_IP_SLOT_LIST=" in line}
+        assert len(ip_lists) == 1 and re.fullmatch(r"10\.77\.0\.\d+:2,10\.77\.0\.\d+:2", ip_lists.pop())
+    finally:
+        subprocess.run(["scancel", job.id], check=False)
