@@ -189,6 +189,14 @@ def open_backend(name: str, args: argparse.Namespace, host: str = "") -> Backend
     )
 
 
+def open_ssh_backend(args: argparse.Namespace, host: str) -> SSHBackend:
+    from ti_slurm.backends.ssh import SSHBackend
+
+    backend = open_backend("ssh", args, host)
+    assert isinstance(backend, SSHBackend)
+    return backend
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     import uuid
 
@@ -197,26 +205,28 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     host = "" if args.local else remote_host(args, args.spec)
     submission = uuid.uuid4().hex[:16]
-    # Over SSH, connect and start the remote half of the submit while the spec is
-    # validated and rendered here. It waits for its input, and submits nothing if
-    # it never gets any (an invalid spec, an interrupt).
-    early = EarlyRemoteSubmit(args, host, submission) if host and not args.sync else None
+    remote: tuple[SSHBackend, Any] | None = None
+    if host and not args.sync:
+        # Connect and start the remote half of the submit first: it waits for its input
+        # while the spec is validated and rendered here, so the remote login shell starts
+        # meanwhile. If the spec is invalid, its input ends empty and nothing is submitted.
+        ssh = open_ssh_backend(args, host)
+        remote = ssh, ssh.start_submit(submission)
     try:
         plan = plan_from_spec(args.spec, submission=submission, remote=bool(host))
         script = render(plan)
     except BaseException:
-        if early is not None:
-            early.abandon()
+        if remote is not None:
+            remote[0].abandon_submit(remote[1])
         raise
     backend: Backend
-    if early is not None:
-        backend, info = early.finish(plan, script)
+    if remote is not None:
+        backend, info = remote[0], remote[0].finish_submit(remote[1], plan, script)
     elif host:  # --sync: the files must be there before the job is
-        from ti_slurm.backends.ssh import SSHBackend, sync_tree
+        from ti_slurm.backends.ssh import sync_tree
 
-        backend = open_backend("ssh", args, host)
-        assert isinstance(backend, SSHBackend)
-        sent = sync_tree(backend.session, args.sync, plan.workdir or ".")
+        backend = ssh = open_ssh_backend(args, host)
+        sent = sync_tree(ssh.session, args.sync, plan.workdir or ".")
         print(f"ti-slurm: synced {sent} changed file(s) to {host}:{plan.workdir or '~'}", file=sys.stderr)
         info = backend.submit(plan, script)
     else:
@@ -229,66 +239,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return 0
     status = wait_for(backend, info)
     return 0 if status.state == "COMPLETED" else 1
-
-
-HANDSHAKE_HEAD_START = 1.0  # seconds the SSH handshake of a submit runs alone before validation starts
-
-
-class EarlyRemoteSubmit:
-    """The remote half of a submit, started in a thread while the spec is validated and rendered here.
-
-    The remote shell waits for its input (see ``SSHBackend.submit_argv``). If the
-    local side fails, :meth:`abandon` ends that input and lets the shell exit by
-    itself: nothing is submitted, and the remote login shell is never killed
-    half-way through its startup files.
-    """
-
-    def __init__(self, args: argparse.Namespace, host: str, submission: str) -> None:
-        import threading
-
-        import ti_slurm.backends.ssh  # noqa: F401  # paramiko: CPU-bound, as validating is; not both at once
-
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._started: tuple[SSHBackend, Any] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._start, args=(args, host, submission), daemon=True)
-        self._thread.start()
-        # The handshake is CPU-bound too: let it finish undisturbed (briefly), then
-        # validate and render here while the remote login shell starts up.
-        self._thread.join(timeout=HANDSHAKE_HEAD_START)
-
-    def _start(self, args: argparse.Namespace, host: str, submission: str) -> None:
-        try:
-            from ti_slurm.backends.ssh import SSHBackend
-
-            backend = open_backend("ssh", args, host)
-            assert isinstance(backend, SSHBackend)
-            backend.session.connect()
-            with self._lock:
-                if self._abandoned:
-                    backend.session.close()
-                else:
-                    self._started = backend, backend.start_submit(submission)
-        except BaseException as exc:  # handed to finish()
-            self._error = exc
-
-    def finish(self, plan: JobPlan, script: str) -> tuple[SSHBackend, JobInfo]:
-        """Wait for the connection, then send the script: the job."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._started is not None
-        backend, channel = self._started
-        return backend, backend.finish_submit(channel, plan, script)
-
-    def abandon(self) -> None:
-        """Submit nothing: end the remote shell's input and wait for it to exit."""
-        with self._lock:
-            self._abandoned = True
-            if self._started is not None:
-                backend, channel = self._started
-                backend.abandon_submit(channel)
 
 
 # -- watching jobs ---------------------------------------------------------

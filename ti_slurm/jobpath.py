@@ -24,6 +24,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 _SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
 USAGE = "usage: jobpath.py step PLAN GROUP JOB_DIR [--print-env] | agent SSH-ARGS..."
 
@@ -40,13 +44,14 @@ def shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
-def print_env(env: dict[str, str], inherited: dict[str, str] | os._Environ[str]) -> None:
+def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
     """``export`` lines for what ``env`` sets beyond ``inherited``."""
     lines = [f"export {k}={shell_quote(v)}\n" for k, v in env.items() if inherited.get(k) != v]
     sys.stdout.write("".join(lines))
 
 
 def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:
+    """Serve this node's share of component ``group``; with ``dry_run``, print its environment instead."""
     from ti_slurm.errors import TiSlurmError
     from ti_slurm.plan import JobPlan
     from ti_slurm.step import prepare_step, run_step
@@ -65,6 +70,7 @@ def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """``jobpath.py step ...`` or ``jobpath.py agent ...``; errors are one line."""
     from ti_slurm.errors import TiSlurmError
 
     try:
