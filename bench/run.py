@@ -266,6 +266,15 @@ def wait_gone(job_id: str) -> None:
         time.sleep(0.2)
 
 
+def run_baseline_job(folder: Path, body: str) -> Path:
+    """sbatch a hand-written 4-node script (``body``, with ``{dir}`` standing for ``folder``); wait for its end."""
+    folder.mkdir()
+    script = folder / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {folder}/o\n{body.replace('{dir}', str(folder))}\n")
+    wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
+    return folder
+
+
 def case_job_start(repeat: int, tmp: Path) -> list[Row]:
     tool_times, base_times = [], []
     env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
@@ -277,14 +286,10 @@ def case_job_start(repeat: int, tmp: Path) -> list[Row]:
         job = res.stdout.split()[0]
         t0 = (tmp / "out" / job / "plan.json").stat().st_mtime
         tool_times.append(max(float(p.read_text()) for p in marks.glob("t1-*")) - t0)
-        base_dir = tmp / f"base-{i}"
-        base_dir.mkdir()
-        script = base_dir / "job.sh"
-        script.write_text(
-            f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {base_dir}/o\ndate +%s.%N > {base_dir}/t0\n"
-            f"srun bash -c 'date +%s.%N > {base_dir}/t1-$SLURM_NODEID'\n"
+        base_dir = run_baseline_job(
+            tmp / f"base-{i}",
+            "date +%s.%N > {dir}/t0\nsrun bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'",
         )
-        wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
         t0 = float((base_dir / "t0").read_text())
         base_times.append(max(float(p.read_text()) for p in base_dir.glob("t1-*")) - t0)
     tool, base = statistics.median(tool_times), statistics.median(base_times)
@@ -312,15 +317,12 @@ def case_failure(repeat: int, tmp: Path) -> list[Row]:
         failed = json.loads((job_dir / "nodes" / "mpi.1.json").read_text())["ended"]
         end = [json.loads(x) for x in (job_dir / "status.jsonl").read_text().splitlines()][-1]["time"]
         tool_times.append(end - failed)
-        base_dir = tmp / f"fail-{i}"
-        base_dir.mkdir()
-        script = base_dir / "job.sh"
-        script.write_text(
-            f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {base_dir}/o\nsrun --kill-on-bad-exit=1 bash -c "
-            f"'if [ $SLURM_NODEID = 1 ]; then sleep 2; date +%s.%N > {base_dir}/tfail; exit 3; fi; sleep 100'\n"
-            f"date +%s.%N > {base_dir}/tend\n"
+        base_dir = run_baseline_job(
+            tmp / f"fail-{i}",
+            "srun --kill-on-bad-exit=1 bash -c "
+            "'if [ $SLURM_NODEID = 1 ]; then sleep 2; date +%s.%N > {dir}/tfail; exit 3; fi; sleep 100'\n"
+            "date +%s.%N > {dir}/tend",
         )
-        wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
         base_times.append(float((base_dir / "tend").read_text()) - float((base_dir / "tfail").read_text()))
     tool, base = statistics.median(tool_times), statistics.median(base_times)
     return [Row("failure: one rank exits 3 -> job ends", tool, base, "srun --kill-on-bad-exit", "< 5 s", tool < 5)]

@@ -387,13 +387,13 @@ def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]
 def cmd_env(args: argparse.Namespace) -> int:
     import json
 
-    from ti_slurm.jobpath import print_env
+    from ti_slurm.jobpath import env_changes, print_env
     from ti_slurm.step import prepare_step
 
     plan, env, group, job_dir = _adhoc(args)
     _, full = prepare_step(plan, group, job_dir, env)
     if args.format == "json":
-        print(json.dumps({k: v for k, v in full.items() if env.get(k) != v}, indent=2, sort_keys=True))
+        print(json.dumps(env_changes(full, env), indent=2, sort_keys=True))
     else:
         print_env(full, env)
     return 0

@@ -44,10 +44,14 @@ def shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
+def env_changes(env: Mapping[str, str], inherited: Mapping[str, str]) -> dict[str, str]:
+    """What ``env`` sets beyond ``inherited``: new variables and changed values."""
+    return {k: v for k, v in env.items() if inherited.get(k) != v}
+
+
 def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
-    """``export`` lines for what ``env`` sets beyond ``inherited``."""
-    lines = [f"export {k}={shell_quote(v)}\n" for k, v in env.items() if inherited.get(k) != v]
-    sys.stdout.write("".join(lines))
+    """``export`` lines for :func:`env_changes`."""
+    sys.stdout.write("".join(f"export {k}={shell_quote(v)}\n" for k, v in env_changes(env, inherited).items()))
 
 
 def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:

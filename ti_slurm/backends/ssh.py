@@ -330,7 +330,7 @@ class SSHBackend(SlurmBackend):
             self.session.close()
             self.session.connect()
             found = self.find_by_comment(f"ti-slurm:{plan.submission}")
-            job_id = found or parse_job_id(checked_stdout(self.session.run(argv, stdin), "sbatch"))
+            job_id = found or parse_job_id(self._ok(argv, stdin, what="sbatch"))
         info = self._info(job_id, plan)
         info.host = self.session.target.alias
         return info
