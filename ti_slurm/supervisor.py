@@ -57,6 +57,11 @@ class Step:
 class Launcher(Protocol):
     """Starts the processes that serve a component's nodes."""
 
+    # On cancel, write the job's final record before stopping its steps? Slurm
+    # kills the batch script KillWait seconds after scancel, so there the record
+    # goes first; locally nothing kills the supervisor, so CANCELLED means gone.
+    record_before_stop_on_cancel: bool
+
     def node_names(self, group: int) -> list[str]: ...
 
     def start(self, plan: JobPlan, group: int, nodes: list[int]) -> list[Step]: ...
@@ -70,6 +75,8 @@ def step_command(plan: JobPlan, group: int, plan_path: str, job_dir: str) -> lis
 
 class SlurmLauncher:
     """Inside the batch script: one ``srun`` per component."""
+
+    record_before_stop_on_cancel = True
 
     def __init__(self, plan_path: str, job_dir: str, environ: dict[str, str] | None = None) -> None:
         self.plan_path, self.job_dir = plan_path, job_dir
@@ -112,6 +119,8 @@ class SlurmLauncher:
 
 class LocalLauncher:
     """On this machine: one process per simulated node, all at 127.0.0.1."""
+
+    record_before_stop_on_cancel = False
 
     def __init__(self, plan: JobPlan, plan_path: str, job_dir: str, job_id: int) -> None:
         self.plan_path, self.job_dir, self.job_id = plan_path, job_dir, job_id
@@ -320,12 +329,11 @@ class Supervisor:
             outcome = self._loop()
         except Exception as exc:  # never leave steps running behind a broken supervisor
             outcome = Outcome("FAILED", f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
-        # After scancel, Slurm kills this script KillWait seconds later: then the record goes first.
-        cancelled = outcome.state == "CANCELLED"
-        if not cancelled:
+        record_first = outcome.state == "CANCELLED" and self.launcher.record_before_stop_on_cancel
+        if not record_first:
             self.stop_running()
         self.event("end", state=outcome.state, reason=outcome.reason, failed=outcome.failed)
-        if cancelled:
+        if record_first:
             self.stop_running()
         self.say(f"{outcome.state}: {outcome.reason}")
         return outcome

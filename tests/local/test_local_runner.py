@@ -103,9 +103,16 @@ def test_workers_give_up_when_the_master_never_comes_up(tmp_path: Path) -> None:
 
 
 def test_cancel_stops_every_process(tmp_path: Path) -> None:
-    marker = f"sleep 8{uuid.uuid4().int % 1000:03d}"
+    marker = f"linger-{uuid.uuid4().hex[:8]}"
+    # a command that takes a second to exit after SIGTERM: CANCELLED must still mean gone
+    (tmp_path / "linger.py").write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1), sys.exit(0)))\n"
+        "time.sleep(600)\n"
+    )
     env = {"XDG_STATE_HOME": str(tmp_path)}
-    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}")), env=env)
+    body = f"mode: mpi\nnodes: 2\ncommand: python3 linger.py {marker}"
+    res = run_cli("submit", "--local", str(spec(tmp_path, body)), env=env)
     job = res.stdout.split()[0]
     deadline = time.monotonic() + 20
     while no_process_with(marker) and time.monotonic() < deadline:
