@@ -288,7 +288,23 @@ def wait_for(backend: Backend, info: JobInfo) -> JobStatus:
         print(f"ti-slurm: job {info.job_id} COMPLETED", file=sys.stderr)
     else:
         print(f"ti-slurm: job {info.job_id} {status.state}: {status.reason}", file=sys.stderr)
+        print(failed_node_tail(backend, status), end="", file=sys.stderr)
     return status
+
+
+def failed_node_tail(backend: Backend, status: JobStatus, lines: int = 20) -> str:
+    """The last lines of the failed node's log, with the command that shows all of it ("" if none)."""
+    comp, index = status.failed.get("component"), status.failed.get("index")
+    if comp is None or index is None or not status.job_dir:
+        return ""
+    label = f"{comp}-{index}"
+    text = backend.read_text(os.path.join(status.job_dir, "logs", f"{label}.log"))
+    if not text:
+        return ""
+    tail = text.splitlines()[-lines:]
+    everything = f"ti-slurm logs {status.job_id} --node {label}"
+    head = f"ti-slurm: last {len(tail)} lines of {label}.log (all of it: {everything}):\n"
+    return head + "".join(f"  | {line}\n" for line in tail)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

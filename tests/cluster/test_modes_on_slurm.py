@@ -126,10 +126,13 @@ def test_rdma_variables_only_on_rdma_partitions(
 
 
 def test_a_failing_node_ends_the_whole_job(ddp_dir: Path) -> None:
-    cmd = f"if [ $RANK = 2 ]; then sleep 8; exit 3; fi; exec {SEED_DDP} --epochs 1000000"
+    cmd = f"if [ $RANK = 2 ]; then sleep 8; echo rank 2 gives up >&2; exit 3; fi; exec {SEED_DDP} --epochs 1000000"
     job = Job(ddp_dir, f"mode: ddp\nnodes: 4\ngpus_per_node: 1\ncommand: '{cmd}'")
     assert job.result.returncode == 1
     assert re.search(r"FAILED: ddp node node\d\d \(index 2\) exited 3", job.result.stderr), job.result.stderr
+    # the failed node's last words, and how to see all of them
+    assert f"(all of it: ti-slurm logs {job.id} --node ddp-2)" in job.result.stderr
+    assert "  | rank 2 gives up\n" in job.result.stderr
     status = job.status()
     assert status["state"] == "FAILED" and status["failed"]["exit_code"] == 3
     time.sleep(1)

@@ -42,10 +42,13 @@ def test_ps_worker_trains_through_parameter_servers(ps_dir: Path) -> None:
 
 
 def test_a_failing_worker_fails_the_job_and_stops_the_ps(ps_dir: Path) -> None:
-    cmd = "if [ $TI_SLURM_ROLE = worker ] && [ $INDEX = 2 ]; then exit 4; fi; exec python train.py"
+    cmd = "if [ $TI_SLURM_ROLE = worker ] && [ $INDEX = 2 ]; then echo worker 2 gives up; exit 4; fi; "
+    cmd += "exec python train.py"
     job = Job(ps_dir, f"mode: ps-worker\ncommand: '{cmd}'\nps: {{nodes: 1}}\nworker: {{nodes: 2}}")
     assert job.result.returncode == 1
     assert re.search(r"FAILED: worker node node\d\d \(index 1\) exited 4", job.result.stderr), job.result.stderr
+    assert "ti-slurm logs" in job.result.stderr and "--node worker-1)" in job.result.stderr
+    assert "  | worker 2 gives up\n" in job.result.stderr
     time.sleep(1)
     assert processes_matching(f"{ps_dir}") == []
 

@@ -45,12 +45,15 @@ def test_ddp_example_trains_on_two_simulated_nodes(tmp_path: Path) -> None:
 
 def test_failing_node_fails_the_job_and_is_named(tmp_path: Path) -> None:
     marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
-    body = f"mode: mpi\nnodes: 3\ncommand: 'if [ $INDEX = 1 ]; then sleep 1; exit 3; fi; {marker}'"
+    command = f"if [ $INDEX = 1 ]; then sleep 1; echo node $INDEX gives up; exit 3; fi; {marker}"
+    body = f"mode: mpi\nnodes: 3\ncommand: '{command}'"
     path = spec(tmp_path, body)
     start = time.monotonic()
     res = run_cli("submit", "--local", "--wait", str(path), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 1
     assert "FAILED" in res.stderr and "(index 1) exited 3" in res.stderr
+    job_id = res.stdout.split()[0]
+    assert f"(all of it: ti-slurm logs {job_id} --node mpi-1)" in res.stderr and "  | node 1 gives up\n" in res.stderr
     assert time.monotonic() - start < 60
     status = json.loads(
         run_cli("status", res.stdout.split()[0], "--json", env={"XDG_STATE_HOME": str(tmp_path)}).stdout
