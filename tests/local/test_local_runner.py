@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 import uuid
@@ -158,3 +159,24 @@ def test_user_config_names_the_default_remote_host(tmp_path: Path) -> None:
     (tmp_path / "ti-slurm" / "config.toml").write_text('[remote]\nhots = "x"\n')
     res = run_cli("submit", str(path), env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 2 and "expected only [remote] host" in res.stderr
+
+
+def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path) -> None:
+    """On a shared machine another program may hold the port a job number maps to."""
+    from ti_slurm.backends.local import local_job_number
+    from ti_slurm.contract import job_ports
+    from ti_slurm.plan import make_plan
+    from ti_slurm.spec import parse_spec
+
+    plan = make_plan(parse_spec({"mode": "ddp", "nodes": 2, "command": "train"}))
+    groups = (("localhost", "localhost"),)
+    start = 123456
+    taken = job_ports(plan, start, groups, per_node=True)[0][1]  # node 1's port
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", taken))
+        holder.listen()
+        number = local_job_number(plan, str(tmp_path), start)
+        assert number != start
+        assert taken not in job_ports(plan, number, groups, per_node=True)[0]
+    (tmp_path / f"local-{start}").mkdir()  # an earlier job's directory
+    assert local_job_number(plan, str(tmp_path), start) == start + 1

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ti_slurm.backends.base import JobInfo, read_local_text
+from ti_slurm.errors import TiSlurmError
 from ti_slurm.plan import JobPlan
 from ti_slurm.step import write_atomic
 
@@ -33,13 +34,48 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64) -> int:
+    """The first job number from ``start`` whose job dir is new and whose local ports are free.
+
+    Every simulated node listens on this one machine, where other programs
+    (and other users' jobs) hold ports too; the contract derives the ports from
+    the job number, so pick a number whose ports nobody holds.
+    """
+    from ti_slurm.contract import job_ports
+    from ti_slurm.modes import MODES
+
+    groups = tuple(("localhost",) * comp.nodes for comp in plan.components)
+    width = MODES[plan.mode].PORTS_PER_NODE
+    for number in range(start, start + tries):
+        if os.path.exists(os.path.join(output_dir, f"local-{number}")):
+            continue
+        nodes = [port for group in job_ports(plan, number, groups, per_node=True) for port in group]
+        if all(port_is_free(port + k) for port in nodes for k in range(width)):
+            return number
+    lo, hi = plan.port_range
+    raise TiSlurmError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
+
+
 class LocalBackend:
     """Runs jobs as local processes."""
 
     name = "local"
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        number = int(time.time() * 1000) % 1_000_000_000
+        number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"
         job_dir = os.path.join(plan.output_dir, job_id)
         os.makedirs(job_dir)
