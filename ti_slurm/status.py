@@ -114,7 +114,9 @@ def format_status(status: JobStatus) -> str:
             lines.append(f"  {comp.name:<10} {comp.state:<10} {code:<5} {compress(comp.nodes) if comp.nodes else '-'}")
             for rec in comp.node_exits:
                 if rec.get("exit_code") not in (0, None):
+                    label = f"{comp.name}-{rec.get('index')}"
                     lines.append(
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
+                        f"; its log: ti-slurm logs {status.job_id} --node {label}"
                     )
     return "\n".join(lines)

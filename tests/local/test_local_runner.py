@@ -56,10 +56,10 @@ def test_failing_node_fails_the_job_and_is_named(tmp_path: Path) -> None:
     job_id = res.stdout.split()[0]
     assert f"(all of it: ti-slurm logs {job_id} --node mpi-1)" in res.stderr and "  | node 1 gives up\n" in res.stderr
     assert time.monotonic() - start < 60
-    status = json.loads(
-        run_cli("status", res.stdout.split()[0], "--json", env={"XDG_STATE_HOME": str(tmp_path)}).stdout
-    )
+    status = json.loads(run_cli("status", job_id, "--json", env={"XDG_STATE_HOME": str(tmp_path)}).stdout)
     assert status["state"] == "FAILED" and status["failed"]["exit_code"] == 3 and status["failed"]["index"] == 1
+    table = run_cli("status", job_id, env={"XDG_STATE_HOME": str(tmp_path)}).stdout
+    assert f"(index 1) exited 3; its log: ti-slurm logs {job_id} --node mpi-1" in table
     assert no_process_with(marker)
 
 
