@@ -39,8 +39,12 @@ class Sshd:
         self.proc.wait(timeout=10)
 
 
-def start_sshd(folder: Path, path_env: str, user_key: Path | None = None) -> Sshd:
-    """Start sshd on 127.0.0.1; sessions get PATH=path_env (like a login node's profile)."""
+def start_sshd(folder: Path, path_env: str, user_key: Path | None = None, second_factor: bool = False) -> Sshd:
+    """Start sshd on 127.0.0.1; sessions get PATH=path_env (like a login node's profile).
+
+    ``second_factor``: after the key, users also answer PAM's prompt (keyboard-interactive),
+    as on login nodes with one-time codes.
+    """
     if shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists():
         raise RuntimeError("openssh-server is not installed")
     folder.mkdir(parents=True, exist_ok=True)
@@ -58,8 +62,9 @@ PidFile {folder / "sshd.pid"}
 AuthorizedKeysFile {folder / "authorized_keys"}
 PermitRootLogin prohibit-password
 PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
+KbdInteractiveAuthentication {"yes" if second_factor else "no"}
+UsePAM {"yes" if second_factor else "no"}
+AuthenticationMethods {"publickey,keyboard-interactive" if second_factor else "publickey"}
 StrictModes no
 AllowAgentForwarding no
 AllowTcpForwarding yes

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -232,3 +237,95 @@ def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, s
     mine = [line.split()[0] for line in queued.splitlines() if line.endswith(f"ti-slurm:{tag}")]
     assert mine == [info.job_id]
     subprocess.run(["scancel", info.job_id], check=True)
+
+
+# -- login nodes that ask for a one-time code after the key --------------------
+@pytest.fixture(scope="module")
+def mfa_login() -> Iterator[tuple[str, str, Sshd]]:
+    """A user with a password, behind an sshd that wants the key *and* PAM's prompt."""
+    user, secret = "tismfa", f"otp-{uuid.uuid4().hex[:12]}"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--home-dir", "/tmp", "--shell", "/bin/sh", user], check=True)
+    subprocess.run(["chpasswd"], input=f"{user}:{secret}\n", text=True, check=True)
+    folder = Path(tempfile.mkdtemp(prefix="ti-slurm-mfa-"))  # readable by the user: sshd reads its keys as them
+    folder.chmod(0o755)
+    server = start_sshd(folder, LOGIN_PATH, second_factor=True)
+    (folder / "authorized_keys").chmod(0o644)
+    yield user, secret, server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_on_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str, str, str]:
+    """Run the CLI with a pseudo-terminal as its controlling terminal; type ``answer`` at the first prompt.
+
+    Returns (exit code, stdout, stderr, what appeared on the terminal).
+    """
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+
+    def take_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        args,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=(slave,),
+        preexec_fn=take_terminal,  # the child must own the pty for /dev/tty to reach it
+    )
+    os.close(slave)
+    screen, answered = b"", False
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                screen += os.read(master, 4096)
+            except OSError:
+                break
+        if not answered and b"Password:" in screen:
+            os.write(master, answer.encode() + b"\n")
+            answered = True
+    out, err = proc.communicate(timeout=30)
+    os.close(master)
+    return proc.returncode, out, err, screen.decode(errors="replace")
+
+
+def test_second_factor_is_asked_on_the_terminal_with_echo_off(tmp_path: Path, mfa_login) -> None:
+    user, secret, server = mfa_login
+    config = ssh_config(tmp_path, server)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "5"}
+    argv = ["ti-slurm", "status", "999999", "--host", f"{user}@login", "--ssh-config", str(config)]
+    code, out, err, screen = run_on_terminal(argv, env, secret)
+    assert "not queued and no record of it" in err, err  # logged in: the remote squeue answered
+    assert "Password:" in screen and secret not in screen  # asked on the terminal, typed without echo
+    assert out == ""  # stdout stays the command's own output
+
+    code, out, err, screen = run_on_terminal(argv, env, "wrong-code")
+    assert code != 0 and "Traceback" not in err
+    assert "accepted the key but refused the second factor" in err.strip().splitlines()[-1]
+
+
+def test_second_factor_without_a_terminal_is_one_line(tmp_path: Path, mfa_login) -> None:
+    user, _, server = mfa_login
+    config = ssh_config(tmp_path, server)
+    res = subprocess.run(
+        ["ti-slurm", "status", "999999", "--host", f"{user}@login", "--ssh-config", str(config)],
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "5"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        start_new_session=True,  # no controlling terminal, as under cron or a CI runner
+        timeout=60,
+    )
+    assert res.stdout == ""
+    err = one_line_error(res)
+    assert "asks for a second factor" in err and "no terminal" in err

@@ -7,7 +7,9 @@
   never seen before, like ``StrictHostKeyChecking=accept-new``; a changed key
   is always refused.
 - Keys and the agent authenticate; passwords are never asked for; the agent
-  is not forwarded.
+  is not forwarded. A login node that asks for a second factor after the key
+  (keyboard-interactive: a one-time code) is answered on the terminal, with
+  echo off, never from stdin or stdout.
 - Each command drains stdout and stderr while it runs (paramiko deadlocks
   when a channel's buffers fill and nobody reads them).
 """
@@ -146,6 +148,7 @@ class SSHSession:
                 banner_timeout=CONNECT_TIMEOUT,
                 auth_timeout=CONNECT_TIMEOUT,
                 sock=sock,
+                transport_factory=_new_transport,
             )
         except paramiko.BadHostKeyException:
             raise BackendError(
@@ -153,6 +156,16 @@ class SSHSession:
                 "connect (possible man-in-the-middle; if the host was reinstalled, remove its old key: ssh-keygen -R)"
             ) from None
         except paramiko.AuthenticationException:
+            transport = client.get_transport()
+            if isinstance(transport, _Transport) and transport.no_terminal:
+                raise BackendError(
+                    f"{self.target} accepted the key and asks for a second factor (keyboard-interactive), but there "
+                    "is no terminal to ask on: run ti-slurm from a terminal"
+                ) from None
+            if isinstance(transport, _Transport) and transport.second_factor_asked:
+                raise BackendError(
+                    f"{self.target} accepted the key but refused the second factor (keyboard-interactive)"
+                ) from None
             raise BackendError(
                 f"authentication failed for {self.target}: no key or agent identity was accepted "
                 "(ti-slurm uses keys and the agent only, never passwords)"
@@ -251,6 +264,55 @@ class SSHSession:
 
 class HostKeyRefused(paramiko.SSHException):
     """The host's key is not in known_hosts and accepting new keys was not asked for."""
+
+
+SECOND_FACTOR_TIMEOUT = 180.0  # seconds a person has to type a one-time code
+
+
+class _Transport(paramiko.Transport):
+    """A transport that asks for a second factor on the terminal (``/dev/tty``), with echo off.
+
+    paramiko's own fallback prints the server's prompts on stdout (where ti-slurm
+    prints job ids) and reads the answer from stdin with echo on.
+    """
+
+    second_factor_asked = False
+    no_terminal = False
+
+    def auth_interactive_dumb(self, username: str, handler: Any = None, submethods: str = "") -> list[str]:
+        self.second_factor_asked = True
+        self.auth_timeout = max(self.auth_timeout or 0.0, SECOND_FACTOR_TIMEOUT)
+        return self.auth_interactive(username, self._answer_on_terminal, submethods)
+
+    def _answer_on_terminal(self, title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        if not prompts:
+            return []
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:
+            self.no_terminal = True
+            return []  # the server refuses the empty answer; connect() says why
+        import getpass
+        import io
+
+        with io.TextIOWrapper(io.FileIO(fd, "w+"), encoding="utf-8") as tty:  # a terminal cannot seek: no "r+"
+            for text in (title, instructions):
+                if text.strip():
+                    tty.write(text.strip() + "\n")
+            answers = []
+            for prompt, echo in prompts:
+                if echo:
+                    tty.write(prompt)
+                    tty.flush()
+                    answers.append(tty.readline().rstrip("\n"))
+                else:
+                    answers.append(getpass.getpass(prompt, stream=tty))
+        return answers
+
+
+def _new_transport(sock: Any, **options: Any) -> paramiko.Transport:
+    """``SSHClient.connect``'s transport factory (the options differ between paramiko releases)."""
+    return _Transport(sock, **options)
 
 
 class _Refuse(paramiko.MissingHostKeyPolicy):
