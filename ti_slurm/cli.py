@@ -237,7 +237,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     print(info.job_id, flush=True)
     if not args.wait:
         return 0
-    status = wait_for(backend, info)
+    try:
+        status = wait_for(backend, info)
+    except KeyboardInterrupt:
+        print(
+            f"\nti-slurm: stopped following job {info.job_id}; it keeps running "
+            f"(ti-slurm status {info.job_id}, ti-slurm cancel {info.job_id})",
+            file=sys.stderr,
+        )
+        return 130
     return 0 if status.state == "COMPLETED" else 1
 
 

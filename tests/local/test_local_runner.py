@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -180,3 +181,27 @@ def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path) -> None:
         assert taken not in job_ports(plan, number, groups, per_node=True)[0]
     (tmp_path / f"local-{start}").mkdir()  # an earlier job's directory
     assert local_job_number(plan, str(tmp_path), start) == start + 1
+
+
+def test_ctrl_c_stops_following_but_not_the_job(tmp_path: Path) -> None:
+    marker = f"sleep 5{uuid.uuid4().int % 1000:03d}"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    path = spec(tmp_path, f"mode: mpi\nnodes: 1\ncommand: {marker}")
+    proc = subprocess.Popen(
+        ["ti-slurm", "submit", "--local", "--wait", str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 30
+    while no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground command
+    out, err = proc.communicate(timeout=30)
+    job = out.decode().split()[0]
+    assert proc.returncode == 130 and "Traceback" not in err.decode()
+    assert f"stopped following job {job}; it keeps running" in err.decode()
+    assert "RUNNING" in run_cli("status", job, env={"XDG_STATE_HOME": str(tmp_path)}).stdout
+    assert not no_process_with(marker)
+    assert run_cli("cancel", job, env={"XDG_STATE_HOME": str(tmp_path)}).returncode == 0
+    deadline = time.monotonic() + 30
+    while not no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert no_process_with(marker)
