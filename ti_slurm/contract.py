@@ -188,9 +188,18 @@ def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
     return JobLayout(job_id, groups, job_ports(plan, job_id, groups, per_node), tuple(partitions), make_resolver(env))
 
 
-def rdma_env(plan: JobPlan, partition: str) -> dict[str, str]:
-    """The NCCL RDMA variables for a node on ``partition`` (empty when RDMA is off)."""
-    on = plan.rdma == "on" or (plan.rdma == "auto" and partition in plan.rdma_partitions)
+def rdma_env(plan: JobPlan, group: int, partition: str) -> dict[str, str]:
+    """The NCCL RDMA variables for a node of component ``group`` on ``partition`` (empty when RDMA is off).
+
+    ``rdma: auto`` follows the TI platform: a job of at least 2 nodes whose nodes are
+    whole 8-GPU machines (both numbers are site settings), here on an RDMA partition.
+    """
+    on = plan.rdma == "on" or (
+        plan.rdma == "auto"
+        and partition in plan.rdma_partitions
+        and plan.total_nodes >= plan.rdma_min_nodes
+        and plan.components[group].gpus_per_node >= plan.rdma_min_gpus_per_node
+    )
     if not on:
         return {}
     out = dict(RDMA_ENV)
@@ -253,7 +262,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: st
     check_env_sizes(contract_env)
     return NodeContract(
         env=contract_env,
-        defaults=rdma_env(plan, layout.partitions[group]),
+        defaults=rdma_env(plan, group, layout.partitions[group]),
         hostfile=mode.hostfile(ctx),
         node=ctx.name,
         index=index,

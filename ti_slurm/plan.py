@@ -31,6 +31,7 @@ class Component(Record):
     cpus_per_node: int
     mem: str | None = None
     partition: str | None = None
+    command: str = ""  # this role's own start command; "" runs the job's
 
     @property
     def slots(self) -> int:
@@ -48,6 +49,8 @@ class JobPlan(Record):
     env: dict[str, str] = {}  # noqa: RUF012 (Record copies it per instance)
     rdma: str = "auto"  # auto | on | off
     rdma_partitions: tuple[str, ...] = ()
+    rdma_min_nodes: int = 2
+    rdma_min_gpus_per_node: int = 8
     nccl_overrides: dict[str, dict[str, str]] = {}  # noqa: RUF012 (copied per instance); partition or "*" -> vars
     master_port: int | None = None
     port_range: tuple[int, int] = (61000, 65535)
@@ -63,6 +66,10 @@ class JobPlan(Record):
     sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
     submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
     version: int = PLAN_VERSION
+
+    def command_of(self, group: int) -> str:
+        """The start command the nodes of component ``group`` run."""
+        return self.components[group].command or self.command
 
     @property
     def heterogeneous(self) -> bool:
@@ -103,7 +110,13 @@ def _component(name: str, group: GroupSpec | None, spec: JobSpec) -> Component:
         cpus_per_node=int(pick("cpus_per_node")),
         mem=pick("mem"),
         partition=pick("partition"),
+        command=modelarts_task_command(spec, name) if spec.platform == "modelarts" else "",
     )
+
+
+def modelarts_task_command(spec: JobSpec, name: str) -> str:
+    """ModelArts appends the hyperparameter ``--task_name=ps|worker`` to each PS-Worker task's command."""
+    return f"{spec.command} --task_name={name}" if spec.mode == "ps-worker" else ""
 
 
 def components_for(spec: JobSpec) -> tuple[Component, ...]:
@@ -132,6 +145,8 @@ def make_plan(
         env=dict(spec.env),
         rdma=spec.rdma,
         rdma_partitions=tuple(site.rdma_partitions),
+        rdma_min_nodes=site.rdma_min_nodes,
+        rdma_min_gpus_per_node=site.rdma_min_gpus_per_node,
         nccl_overrides={k: dict(v) for k, v in site.nccl.items()},
         master_port=spec.master_port,
         port_range=(site.port_min, site.port_max),

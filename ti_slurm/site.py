@@ -3,6 +3,8 @@
 ``TI_SLURM_CONFIG`` points elsewhere. Example::
 
     rdma_partitions = ["rdma"]
+    rdma_min_nodes = 2              # rdma: auto needs a job this large ...
+    rdma_min_gpus_per_node = 8      # ... on whole GPU machines (the TI platform's rule)
     port_min = 61000
     port_max = 65535
     python = "/opt/ti-slurm/bin/python"
@@ -34,6 +36,9 @@ class SiteConfig:
     """Admin settings; every key is optional."""
 
     rdma_partitions: tuple[str, ...] = ()
+    # the TI platform's rule: RDMA for multi-node jobs on whole 8-GPU machines
+    rdma_min_nodes: int = 2
+    rdma_min_gpus_per_node: int = 8
     nccl: dict[str, dict[str, str]] = field(default_factory=dict)
     port_min: int = 61000
     port_max: int = 65535
@@ -107,6 +112,8 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         raise SpecError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
     return SiteConfig(
         rdma_partitions=names("rdma_partitions", _PARTITION),
+        rdma_min_nodes=integer("rdma_min_nodes", 1, 65536, 2),
+        rdma_min_gpus_per_node=integer("rdma_min_gpus_per_node", 0, 64, 8),
         nccl={k: dict(v) for k, v in nccl.items()},
         port_min=lo,
         port_max=hi,

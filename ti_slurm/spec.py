@@ -122,6 +122,9 @@ class JobSpec(_Strict):
     python: str | None = None
     # the platform contract
     rdma: Literal["auto", "on", "off"] = "auto"
+    # which platform's start-command conventions to follow: "modelarts" appends --task_name=ps|worker
+    # to each PS-Worker task's command, as ModelArts does
+    platform: Literal["ti", "modelarts"] = "ti"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     remote: RemoteSpec | None = None

@@ -182,7 +182,7 @@ def run_step(plan: JobPlan, group: int, job_dir: str, environ: Mapping[str, str]
             )
             record(RENDEZVOUS_EXIT)
             return RENDEZVOUS_EXIT
-    code = run_command(plan.command, env, plan.workdir, plan.stop_grace)
+    code = run_command(plan.command_of(group), env, plan.workdir, plan.stop_grace)
     record(code)
     return code
 
@@ -238,6 +238,8 @@ def adhoc_plan(
         components=components,
         rdma=rdma,
         rdma_partitions=site.rdma_partitions,
+        rdma_min_nodes=site.rdma_min_nodes,
+        rdma_min_gpus_per_node=site.rdma_min_gpus_per_node,
         nccl_overrides=site.nccl,
         master_port=master_port,
         port_range=(site.port_min, site.port_max),

@@ -113,12 +113,17 @@ def site_config(tmp_path: Path) -> dict[str, str]:
     return {"TI_SLURM_CONFIG": str(path)}
 
 
-@pytest.mark.parametrize("partition,expected", [("rdma", RDMA_ENV), ("debug", {})])
-def test_rdma_variables_only_on_rdma_partitions(
-    tmp_path: Path, site_config: dict[str, str], partition: str, expected: dict[str, str]
+@pytest.mark.parametrize(
+    "partition,gpus,expected",
+    [("rdma", 8, RDMA_ENV), ("debug", 8, {}), ("rdma", 2, {})],
+    ids=["rdma-whole-nodes", "debug", "rdma-part-nodes"],
+)
+def test_rdma_variables_on_rdma_partitions_for_whole_8_gpu_nodes(
+    tmp_path: Path, site_config: dict[str, str], partition: str, gpus: int, expected: dict[str, str]
 ) -> None:
     cmd = 'env | grep -E "^(NCCL|GLOO|TCCL)_" > nccl-$INDEX; true'
-    job = Job(tmp_path, f"mode: mpi\nnodes: 2\npartition: {partition}\ncommand: '{cmd}'", env=site_config)
+    body = f"mode: mpi\nnodes: 2\ngpus_per_node: {gpus}\npartition: {partition}\ncommand: '{cmd}'"
+    job = Job(tmp_path, body, env=site_config)
     assert job.result.returncode == 0, job.result.stderr
     for i in range(2):
         seen = dict(line.split("=", 1) for line in (tmp_path / f"nccl-{i}").read_text().splitlines())

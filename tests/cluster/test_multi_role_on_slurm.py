@@ -41,6 +41,25 @@ def test_ps_worker_trains_through_parameter_servers(ps_dir: Path) -> None:
     assert processes_matching(f"{ps_dir}") == []  # no ps (or anything else) of the job is left
 
 
+def test_modelarts_style_script_gets_its_task_name_on_slurm(ps_dir: Path) -> None:
+    # ModelArts scripts read the role from the --task_name hyperparameter the platform appends
+    (ps_dir / "ma_train.py").write_text(
+        "import argparse, runpy, sys\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--task_name', choices=['ps', 'worker'], required=True)\n"
+        "print('task_name', parser.parse_args().task_name, flush=True)\n"
+        "sys.argv = ['train.py']\n"
+        "runpy.run_path('train.py', run_name='__main__')\n"
+    )
+    body = "mode: ps-worker\nplatform: modelarts\ncommand: python ma_train.py\nps: {nodes: 1}\nworker: {nodes: 2}"
+    job = Job(ps_dir, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    logs = {p.stem: p.read_text() for p in (job.job_dir / "logs").glob("*.log")}
+    assert "task_name ps\n" in logs["ps-0"]
+    for name in ("worker-0", "worker-1"):
+        assert "task_name worker\n" in logs[name] and "global_step=" in logs[name]
+
+
 def test_a_failing_worker_fails_the_job_and_stops_the_ps(ps_dir: Path) -> None:
     cmd = "if [ $TI_SLURM_ROLE = worker ] && [ $INDEX = 2 ]; then echo worker 2 gives up; exit 4; fi; "
     cmd += "exec python train.py"

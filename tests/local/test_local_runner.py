@@ -205,3 +205,17 @@ def test_ctrl_c_stops_following_but_not_the_job(tmp_path: Path) -> None:
     while not no_process_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert no_process_with(marker)
+
+
+def test_modelarts_platform_passes_task_name_to_each_ps_worker_task(tmp_path: Path) -> None:
+    (tmp_path / "show.py").write_text(
+        "import json, os, sys\n"
+        "print('task', json.loads(os.environ['TF_CONFIG'])['task']['type'], 'argv', sys.argv[1:])\n"
+    )
+    body = "mode: ps-worker\nplatform: modelarts\nps: {nodes: 1}\nworker: {nodes: 2}\ncommand: python3 show.py --lr 0.1"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    logs = {p.stem: p.read_text() for p in (job_dir(tmp_path, res) / "logs").glob("*.log")}
+    assert "task ps argv ['--lr', '0.1', '--task_name=ps']" in logs["ps-0"]
+    for name in ("worker-0", "worker-1"):
+        assert "task worker argv ['--lr', '0.1', '--task_name=worker']" in logs[name]

@@ -144,17 +144,41 @@ RDMA_SITE = SiteConfig(rdma_partitions=("rdma",), nccl={"rdma": {"NCCL_IB_GID_IN
 
 
 def test_rdma_partition_gets_the_seed_variables() -> None:
-    plan = plan_of({"mode": "ddp", "nodes": 2}, RDMA_SITE)
+    plan = plan_of({"mode": "ddp", "nodes": 2, "gpus_per_node": 8}, RDMA_SITE)
     c = node_contract(plan, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd")
     assert len(RDMA_ENV) == 17
     assert c.defaults == {**RDMA_ENV, "NCCL_IB_GID_INDEX": "5"}  # the site's override wins
     assert c.defaults["NCCL_IB_HCA"] == "mlx5_bond"
 
 
+@pytest.mark.parametrize(
+    "doc,nodelist",
+    [
+        ({"mode": "ddp", "nodes": 1, "gpus_per_node": 8}, "gpu001"),  # one machine: no RDMA traffic
+        ({"mode": "ddp", "nodes": 2, "gpus_per_node": 4}, "gpu[001-002]"),  # not whole 8-GPU machines
+        ({"mode": "mpi", "nodes": 2}, "gpu[001-002]"),
+    ],
+)
+def test_auto_rdma_needs_two_nodes_of_eight_gpus(doc: dict[str, object], nodelist: str) -> None:
+    """The TI platform turns RDMA on for jobs of >= 2 nodes, each a whole 8-GPU machine."""
+    plan = plan_of(doc, RDMA_SITE)
+    assert node_contract(plan, single(nodelist, 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd").defaults == {}
+    site = SiteConfig(rdma_partitions=("rdma",), rdma_min_nodes=1, rdma_min_gpus_per_node=0)  # a site's own rule
+    assert node_contract(plan_of(doc, site), single(nodelist, 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd").defaults
+
+
+def test_ps_tasks_without_gpus_get_no_rdma() -> None:
+    doc = {"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2, "gpus_per_node": 8}}
+    plan = plan_of(doc, RDMA_SITE)
+    env = het(["gpu003", "gpu[001-002]"], 0, SLURM_JOB_PARTITION="rdma")
+    assert node_contract(plan, env, 0, "/jd").defaults == {}
+    assert node_contract(plan, env, 1, "/jd").defaults["NCCL_IB_HCA"] == "mlx5_bond"
+
+
 def test_other_partitions_and_rdma_off_get_none() -> None:
-    plan = plan_of({"mode": "ddp", "nodes": 2}, RDMA_SITE)
+    plan = plan_of({"mode": "ddp", "nodes": 2, "gpus_per_node": 8}, RDMA_SITE)
     assert node_contract(plan, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="debug"), 0, "/jd").defaults == {}
-    off = plan_of({"mode": "ddp", "nodes": 2, "rdma": "off"}, RDMA_SITE)
+    off = plan_of({"mode": "ddp", "nodes": 2, "gpus_per_node": 8, "rdma": "off"}, RDMA_SITE)
     assert node_contract(off, single("gpu[001-002]", 0, SLURM_JOB_PARTITION="rdma"), 0, "/jd").defaults == {}
     on = plan_of({"mode": "ddp", "nodes": 2, "rdma": "on"})
     assert node_contract(on, single("gpu[001-002]", 0), 0, "/jd").defaults == RDMA_ENV

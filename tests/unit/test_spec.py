@@ -83,6 +83,19 @@ def test_top_level_resources_are_defaults_for_roles() -> None:
     assert [c.gpus_per_node for c in plan.components] == [0, 2]
 
 
+def test_modelarts_ps_worker_tasks_get_their_task_name() -> None:
+    doc = {"mode": "ps-worker", "command": "python train.py --lr 0.1", "ps": {}, "worker": {"nodes": 2}}
+    modelarts = make_plan(parse_spec({**doc, "platform": "modelarts"}))
+    assert [modelarts.command_of(g) for g in range(2)] == [
+        "python train.py --lr 0.1 --task_name=ps",
+        "python train.py --lr 0.1 --task_name=worker",
+    ]
+    ti = make_plan(parse_spec(doc))  # the TI platform passes the command as written
+    assert [ti.command_of(g) for g in range(2)] == ["python train.py --lr 0.1"] * 2
+    ddp = make_plan(parse_spec(base(platform="modelarts")))  # ModelArts adds nothing to DDP
+    assert ddp.command_of(0) == "python train.py"
+
+
 def base(**extra: object) -> dict[str, object]:
     return {"mode": "ddp", "command": "python train.py", "nodes": 2, **extra}
 
@@ -127,6 +140,7 @@ BAD_SPECS: list[tuple[object, str]] = [
     (base(sbatch={"output": "/etc/passwd"}), "sbatch"),
     (base(sbatch={"constraint": "a\n#SBATCH --x"}), "sbatch"),
     (base(rdma="yes"), "rdma"),
+    (base(platform="sagemaker"), "platform"),
     (base(master_port=80), "master_port"),
     (base(master_port=70000), "master_port"),
     (base(rendezvous_timeout=0), "rendezvous_timeout"),
