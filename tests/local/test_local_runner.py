@@ -162,8 +162,9 @@ def test_user_config_names_the_default_remote_host(tmp_path: Path) -> None:
     assert res.returncode == 2 and "expected only [remote] host" in res.stderr
 
 
-def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path) -> None:
-    """On a shared machine another program may hold the port a job number maps to."""
+@pytest.mark.parametrize("holder", ["0.0.0.0", "127.0.0.1", "::1"])
+def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path, holder: str) -> None:
+    """On a shared machine another program may hold the port a job number maps to, on any address."""
     from ti_slurm.backends.local import local_job_number
     from ti_slurm.contract import job_ports
     from ti_slurm.plan import make_plan
@@ -173,9 +174,12 @@ def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path) -> None:
     groups = (("localhost", "localhost"),)
     start = 123456
     taken = job_ports(plan, start, groups, per_node=True)[0][1]  # node 1's port
-    with socket.socket() as holder:
-        holder.bind(("0.0.0.0", taken))
-        holder.listen()
+    with socket.socket(socket.AF_INET6 if ":" in holder else socket.AF_INET) as sock:
+        try:
+            sock.bind((holder, taken))
+        except OSError as exc:  # a machine without IPv6 loopback
+            pytest.skip(f"cannot listen on {holder}: {exc}")
+        sock.listen()
         number = local_job_number(plan, str(tmp_path), start)
         assert number != start
         assert taken not in job_ports(plan, number, groups, per_node=True)[0]

@@ -35,13 +35,23 @@ def _alive(pid: int) -> bool:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``127.0.0.1:port`` right now."""
+    """Whether a server could listen on ``port`` on every address right now (IPv4 and, where there is one, IPv6).
+
+    Servers such as torch's TCPStore bind the wildcard address, which fails when
+    anything holds the port on any address.
+    """
     import socket
 
-    with socket.socket() as sock:
+    try:
+        sock = socket.socket(socket.AF_INET6)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # one bind covers IPv4 too
+        address: tuple[str, int] = ("::", port)
+    except OSError:  # no IPv6 on this machine
+        sock, address = socket.socket(), ("0.0.0.0", port)
+    with sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(address)
         except OSError:
             return False
     return True
