@@ -42,7 +42,9 @@ def run_checks() -> list[Check]:
     checks: list[Check] = []
     try:
         site = load_site_config()
-        checks.append(Check("site config", True, f"rdma partitions: {', '.join(site.rdma_partitions) or 'none'}"))
+        rdma = ", ".join(site.rdma_partitions) or "none"
+        rule = f"jobs of >= {site.rdma_min_nodes} nodes with >= {site.rdma_min_gpus_per_node} GPUs each"
+        checks.append(Check("site config", True, f"rdma partitions: {rdma} ({rule})"))
     except TiSlurmError as exc:
         site = SiteConfig()
         checks.append(Check("site config", False, str(exc), "all"))

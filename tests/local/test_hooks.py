@@ -115,3 +115,26 @@ def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
     )
     assert 'rdma_check: \'maybe\': expected "log" or "drain"' in res.stdout
     assert res.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "toml,shown",
+    [
+        (
+            'rdma_partitions = ["ib"]\nrdma_min_gpus_per_node = 4\n',
+            "rdma partitions: ib (jobs of >= 2 nodes with >= 4 GPUs each)",
+        ),
+        ("rdma_min_nodes = 0\n", "rdma_min_nodes: 0"),
+    ],
+)
+def test_doctor_shows_the_sites_rdma_rule(tmp_path: Path, toml: str, shown: str) -> None:
+    config = tmp_path / "site.toml"
+    config.write_text(toml)
+    res = subprocess.run(
+        [str(BIN / "ti-slurm"), "doctor"],
+        env={"PATH": os.environ["PATH"], "TI_SLURM_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown in res.stdout, res.stdout
