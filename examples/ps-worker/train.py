@@ -32,9 +32,12 @@ def main() -> None:
         b = tf.compat.v1.get_variable("b", [], initializer=tf.compat.v1.zeros_initializer())
         step = tf.compat.v1.train.get_or_create_global_step()
     with tf.device(f"/job:worker/task:{index}"):
-        x = tf.random.uniform([64], seed=index)
+        # x in [-1, 1] and a modest rate keep asynchronous updates stable: the workers apply
+        # gradients computed from slightly stale variables (with x in [0, 1] and rate 0.5,
+        # a staleness of two updates already diverges)
+        x = tf.random.uniform([64], minval=-1.0, maxval=1.0, seed=index)
         loss = tf.reduce_mean(tf.square(w * x + b - (3.0 * x + 1.0)))
-        train = tf.compat.v1.train.GradientDescentOptimizer(0.5).minimize(loss, global_step=step)
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.2).minimize(loss, global_step=step)
 
     session_config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"])
     with tf.compat.v1.train.MonitoredTrainingSession(
