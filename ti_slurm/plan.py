@@ -110,13 +110,19 @@ def _component(name: str, group: GroupSpec | None, spec: JobSpec) -> Component:
         cpus_per_node=int(pick("cpus_per_node")),
         mem=pick("mem"),
         partition=pick("partition"),
-        command=modelarts_task_command(spec, name) if spec.platform == "modelarts" else "",
+        command=role_command(spec, name),
     )
 
 
-def modelarts_task_command(spec: JobSpec, name: str) -> str:
-    """ModelArts appends the hyperparameter ``--task_name=ps|worker`` to each PS-Worker task's command."""
-    return f"{spec.command} --task_name={name}" if spec.mode == "ps-worker" else ""
+def role_command(spec: JobSpec, name: str) -> str:
+    """A role's own start command, "" where it runs the job's.
+
+    Only ModelArts makes one: it appends the hyperparameter ``--task_name=ps|worker``
+    to each PS-Worker task's command.
+    """
+    if spec.platform == "modelarts" and spec.mode == "ps-worker":
+        return f"{spec.command} --task_name={name}"
+    return ""
 
 
 def components_for(spec: JobSpec) -> tuple[Component, ...]:
@@ -128,6 +134,17 @@ def components_for(spec: JobSpec) -> tuple[Component, ...]:
         workers = [_component(f"worker{i + 1}", g, spec) for i, g in enumerate(spec.worker_groups or [])]
         return (head, *workers)
     return (_component(spec.mode, None, spec),)
+
+
+def site_plan_fields(site: SiteConfig) -> dict[str, Any]:
+    """The plan fields the site config decides, alike for specs and hand-written scripts."""
+    return {
+        "rdma_partitions": tuple(site.rdma_partitions),
+        "rdma_min_nodes": site.rdma_min_nodes,
+        "rdma_min_gpus_per_node": site.rdma_min_gpus_per_node,
+        "nccl_overrides": {k: dict(v) for k, v in site.nccl.items()},
+        "port_range": (site.port_min, site.port_max),
+    }
 
 
 def make_plan(
@@ -144,12 +161,8 @@ def make_plan(
         components=components_for(spec),
         env=dict(spec.env),
         rdma=spec.rdma,
-        rdma_partitions=tuple(site.rdma_partitions),
-        rdma_min_nodes=site.rdma_min_nodes,
-        rdma_min_gpus_per_node=site.rdma_min_gpus_per_node,
-        nccl_overrides={k: dict(v) for k, v in site.nccl.items()},
         master_port=spec.master_port,
-        port_range=(site.port_min, site.port_max),
+        **site_plan_fields(site),
         rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
         output_dir=spec.output_dir,
         workdir=spec.workdir,

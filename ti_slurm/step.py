@@ -200,7 +200,7 @@ def adhoc_plan(
     """A plan for ``ti-slurm exec``/``env`` from flags and this step's Slurm variables."""
     from ti_slurm.contract import ContractError
     from ti_slurm.hostlist import expand
-    from ti_slurm.plan import Component
+    from ti_slurm.plan import Component, site_plan_fields
     from ti_slurm.site import load_site_config
 
     if gpus_per_node is None:
@@ -237,12 +237,8 @@ def adhoc_plan(
         command="",
         components=components,
         rdma=rdma,
-        rdma_partitions=site.rdma_partitions,
-        rdma_min_nodes=site.rdma_min_nodes,
-        rdma_min_gpus_per_node=site.rdma_min_gpus_per_node,
-        nccl_overrides=site.nccl,
         master_port=master_port,
-        port_range=(site.port_min, site.port_max),
+        **site_plan_fields(site),
         rendezvous_timeout=rendezvous_timeout,
         python=site.python or sys.executable,
     )
