@@ -103,16 +103,21 @@ def test_rdma_port_down_is_logged_by_default_and_drains_when_asked(tmp_path: Pat
     assert run_hook("prolog", tmp_path, env, extra + 'rdma_check = "drain"\n').returncode == 1
 
 
-def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
-    config = tmp_path / "bad.toml"
-    config.write_text('rdma_check = "maybe"\n')
-    res = subprocess.run(
+def doctor_with(tmp_path: Path, site_toml: str) -> subprocess.CompletedProcess[str]:
+    """``ti-slurm doctor`` with this site config."""
+    config = tmp_path / "site.toml"
+    config.write_text(site_toml)
+    return subprocess.run(
         [str(BIN / "ti-slurm"), "doctor"],
         env={"PATH": os.environ["PATH"], "TI_SLURM_CONFIG": str(config)},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
+    res = doctor_with(tmp_path, 'rdma_check = "maybe"\n')
     assert 'rdma_check: \'maybe\': expected "log" or "drain"' in res.stdout
     assert res.returncode == 1
 
@@ -128,13 +133,5 @@ def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
     ],
 )
 def test_doctor_shows_the_sites_rdma_rule(tmp_path: Path, toml: str, shown: str) -> None:
-    config = tmp_path / "site.toml"
-    config.write_text(toml)
-    res = subprocess.run(
-        [str(BIN / "ti-slurm"), "doctor"],
-        env={"PATH": os.environ["PATH"], "TI_SLURM_CONFIG": str(config)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = doctor_with(tmp_path, toml)
     assert shown in res.stdout, res.stdout
