@@ -302,11 +302,13 @@ def wait_for(backend: Backend, info: JobInfo) -> JobStatus:
 
 def failed_node_tail(backend: Backend, status: JobStatus, lines: int = 20) -> str:
     """The last lines of the failed node's log, with the command that shows all of it ("" if none)."""
+    from ti_slurm.status import node_label, node_log
+
     comp, index = status.failed.get("component"), status.failed.get("index")
     if comp is None or index is None or not status.job_dir:
         return ""
-    label = f"{comp}-{index}"
-    text = backend.read_text(os.path.join(status.job_dir, "logs", f"{label}.log"))
+    label = node_label(comp, index)
+    text = backend.read_text(node_log(status.job_dir, comp, index))
     if not text:
         return ""
     tail = text.splitlines()[-lines:]
@@ -328,13 +330,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def log_files(status: JobStatus, node: str | None) -> list[tuple[str, str]]:
     """(label, path) of the logs to show; ``node`` picks one by INDEX, name or <component>-<n>."""
+    from ti_slurm.status import node_label, node_log
+
     files: list[tuple[str, str]] = []
     index = 0
     for comp in status.components:
         for n, name in enumerate(comp.nodes):
-            label = f"{comp.name}-{n}"
+            label = node_label(comp.name, n)
             if node is None or node in (label, name, str(index)):
-                files.append((f"{label} ({name})", os.path.join(status.job_dir, "logs", f"{label}.log")))
+                files.append((f"{label} ({name})", node_log(status.job_dir, comp.name, n)))
             index += 1
     if node is not None and not files:
         raise TiSlurmError(

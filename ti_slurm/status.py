@@ -45,6 +45,16 @@ class JobStatus:
         return json.dumps(asdict(self), indent=2)
 
 
+def node_label(component: str, n: object) -> str:
+    """``<component>-<n>``: how logs and commands name the n-th node of a component."""
+    return f"{component}-{n}"
+
+
+def node_log(job_dir: str, component: str, n: object) -> str:
+    """That node's log, ``<job dir>/logs/<component>-<n>.log`` (``n`` may be srun's ``%n``)."""
+    return os.path.join(job_dir, "logs", f"{node_label(component, n)}.log")
+
+
 def read_events(backend: Backend, job: JobInfo) -> list[dict[str, Any]]:
     """The job's events from ``<job dir>/status.jsonl``, through whichever backend reaches it."""
     return parse_events(backend.read_text(os.path.join(job.job_dir, "status.jsonl"))) if job.job_dir else []
@@ -114,9 +124,8 @@ def format_status(status: JobStatus) -> str:
             lines.append(f"  {comp.name:<10} {comp.state:<10} {code:<5} {compress(comp.nodes) if comp.nodes else '-'}")
             for rec in comp.node_exits:
                 if rec.get("exit_code") not in (0, None):
-                    label = f"{comp.name}-{rec.get('index')}"
                     lines.append(
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
-                        f"; its log: ti-slurm logs {status.job_id} --node {label}"
+                        f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"
                     )
     return "\n".join(lines)

@@ -37,6 +37,7 @@ from ti_slurm import jobpath
 from ti_slurm.hostlist import expand
 from ti_slurm.modes import MODES
 from ti_slurm.plan import JobPlan
+from ti_slurm.status import node_log
 from ti_slurm.step import terminate
 
 POLL_SECONDS = 0.1
@@ -88,7 +89,7 @@ class SlurmLauncher:
 
     def srun_args(self, plan: JobPlan, group: int, nodes: list[int]) -> list[str]:
         comp = plan.components[group]
-        log = os.path.join(self.job_dir, "logs", f"{comp.name}-%n.log")
+        log = node_log(self.job_dir, comp.name, "%n")  # srun fills in each node's place in the step
         args = ["srun"]
         if plan.heterogeneous:
             args.append(f"--het-group={group}")
@@ -154,7 +155,7 @@ class LocalLauncher:
         os.makedirs(os.path.join(self.job_dir, "logs"), exist_ok=True)
         steps = []
         for index in nodes:
-            with open(os.path.join(self.job_dir, "logs", f"{comp.name}-{index}.log"), "wb") as log:
+            with open(node_log(self.job_dir, comp.name, index), "wb") as log:
                 proc = subprocess.Popen(
                     step_command(plan, group, self.plan_path, self.job_dir),
                     env=self.env_for(plan, group, index),
