@@ -55,8 +55,13 @@ Host viajump
     return config
 
 
+def cli_env(tmp: Path) -> dict[str, str]:
+    """The CLI's environment here: its own registry, no ssh agent, short timeouts."""
+    return {"XDG_STATE_HOME": str(tmp / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "3"}
+
+
 def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, env={"XDG_STATE_HOME": str(tmp / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "3"})
+    return run_cli(*args, env=cli_env(tmp))
 
 
 def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
@@ -302,7 +307,7 @@ def run_on_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[
 def test_second_factor_is_asked_on_the_terminal_with_echo_off(tmp_path: Path, mfa_login) -> None:
     user, secret, server = mfa_login
     config = ssh_config(tmp_path, server)
-    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "5"}
+    env = cli_env(tmp_path)
     argv = ["ti-slurm", "status", "999999", "--host", f"{user}@login", "--ssh-config", str(config)]
     code, out, err, screen = run_on_terminal(argv, env, secret)
     assert "not queued and no record of it" in err, err  # logged in: the remote squeue answered
@@ -319,7 +324,7 @@ def test_second_factor_without_a_terminal_is_one_line(tmp_path: Path, mfa_login)
     config = ssh_config(tmp_path, server)
     res = subprocess.run(
         ["ti-slurm", "status", "999999", "--host", f"{user}@login", "--ssh-config", str(config)],
-        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": "", "TI_SLURM_SSH_TIMEOUT": "5"},
+        env={**os.environ, **cli_env(tmp_path)},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
