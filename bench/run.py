@@ -65,9 +65,9 @@ def sh(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 
 # -- 1. in-job env ------------------------------------------------------------------
 def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
-    """Each node's step, as jobs run it (``python -I -S jobpath.py step ... --print-env``), on 4096 nodes."""
-    from ti_slurm import jobpath
-    from ti_slurm.plan import Component, JobPlan
+    """Each node's step, as jobs run it (``python -I -S ti_slurm/job/main.py node ... --print-env``), on 4096 nodes."""
+    from ti_slurm.job import main as job_main
+    from ti_slurm.job.plan import Component, JobPlan
 
     env = dict(
         os.environ,
@@ -86,7 +86,7 @@ def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
         plan.write_text(
             JobPlan(name="bench", mode=mode, command="true", components=(Component(mode, 4096, 8, 1),)).to_json()
         )
-        cmd = jobpath.command(sys.executable, "step", str(plan), "0", str(tmp / f"job-{mode}"), "--print-env")
+        cmd = job_main.command(sys.executable, "node", str(plan), "0", str(tmp / f"job-{mode}"), "--print-env")
         tool = median(lambda: sh(cmd, env=env), repeat)  # noqa: B023
         rows.append(
             Row(
@@ -115,7 +115,7 @@ def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
 
 # -- 2. hostlists -------------------------------------------------------------------
 def case_hostlist(repeat: int) -> list[Row]:
-    from ti_slurm.hostlist import compress, expand
+    from ti_slurm.job.hostlist import compress, expand
 
     text = "rack[01-40]-gpu[0001-2500]"
     names = expand(text)
@@ -177,9 +177,10 @@ def case_cli_start(repeat: int, spec: Path) -> list[Row]:
 
 # -- 9. scale -----------------------------------------------------------------------
 def case_scale(repeat: int) -> list[Row]:
-    from ti_slurm.contract import MAX_ENV_STRING, node_contract, worst_case_sizes
-    from ti_slurm.plan import make_plan
-    from ti_slurm.render import render
+    from ti_slurm.job.contract import MAX_ENV_STRING, node_contract
+    from ti_slurm.job.modes import get_mode
+    from ti_slurm.planning import make_plan
+    from ti_slurm.script import render
     from ti_slurm.spec import parse_spec
 
     rows = []
@@ -213,7 +214,7 @@ def case_scale(repeat: int) -> list[Row]:
         plan = make_plan(
             parse_spec({"mode": "ps-worker", "command": "x", "ps": {"nodes": 1}, "worker": {"nodes": mid - 1}})
         )
-        lo, hi = (mid, hi) if worst_case_sizes(plan)["TF_CONFIG"] <= MAX_ENV_STRING else (lo, mid - 1)
+        lo, hi = (mid, hi) if get_mode("ps-worker").env_bounds(plan)["TF_CONFIG"] <= MAX_ENV_STRING else (lo, mid - 1)
     name = "rack01-gpu001"
     rows.append(Row("largest TF_CONFIG under 128 KiB (tasks)", lo, 0, "-", "info", True, "IPv4 ip:port per task"))
     rows.append(
@@ -329,7 +330,8 @@ def case_failure(repeat: int, tmp: Path) -> list[Row]:
 
 
 def case_status(repeat: int, tmp: Path, jobs: int = 200) -> list[Row]:
-    from ti_slurm.backends.base import JobInfo, remember
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.registry import remember
 
     state = tmp / "status-state"
     os.environ["XDG_STATE_HOME"] = str(state)
@@ -388,9 +390,10 @@ def case_ssh_submit(repeat: int, tmp: Path) -> list[Row]:
         base = median(lambda: sh(["ssh", "-F", str(config), "login", "sbatch", "--parsable"], input=script), repeat)
         session = SSHSession(parse_target("login", str(config)))
         from ti_slurm.backends.ssh import SSHBackend
-        from ti_slurm.cli import plan_from_spec
+        from ti_slurm.planning import plan_job
+        from ti_slurm.spec import load_spec
 
-        SSHBackend(session).submit(plan_from_spec(str(spec), submission="bench", remote=True), script)
+        SSHBackend(session).submit(plan_job(load_spec(spec), submission="bench", remote=True), script)
         trips = session.round_trips
         session.close()
     finally:

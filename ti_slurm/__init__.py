@@ -1,6 +1,95 @@
 """ti-slurm: run TI-platform / ModelArts distributed training jobs on Slurm.
 
-Kept import-light on purpose: job steps import submodules directly.
+The Python API (see :mod:`ti_slurm.client`)::
+
+    import ti_slurm
+
+    job = ti_slurm.submit("job.yaml")       # or a dict / JobSpec; backend="local"; host="login"
+    status = job.wait()                     # a JobStatus; status.state is a JobState
+    ti_slurm.get_job("123").cancel()       # a job submitted earlier, from any process
+    ti_slurm.jobs(); ti_slurm.render(spec); ti_slurm.plan(spec)
+
+Importing the package is free: every name below loads its module on first
+use, so code inside jobs (:mod:`ti_slurm.job`) never pays for the API's
+imports (pydantic, jinja2, yaml).
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every job step imports this package
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_LAZY = {
+    "submit": "ti_slurm.client",
+    "get_job": "ti_slurm.client",
+    "jobs": "ti_slurm.client",
+    "render": "ti_slurm.client",
+    "plan": "ti_slurm.client",
+    "load": "ti_slurm.client",
+    "Job": "ti_slurm.client",
+    "JobStatus": "ti_slurm.status",
+    "ComponentStatus": "ti_slurm.status",
+    "JobState": "ti_slurm.job.states",
+    "JobSpec": "ti_slurm.spec",
+    "JobPlan": "ti_slurm.job.plan",
+    "TiSlurmError": "ti_slurm.errors",
+    "InputError": "ti_slurm.errors",
+    "SpecError": "ti_slurm.errors",
+    "ConfigError": "ti_slurm.errors",
+    "SubmissionError": "ti_slurm.errors",
+    "BackendError": "ti_slurm.errors",
+    "UnknownJobError": "ti_slurm.errors",
+}
+__all__ = [
+    "BackendError",
+    "ComponentStatus",
+    "ConfigError",
+    "InputError",
+    "Job",
+    "JobPlan",
+    "JobSpec",
+    "JobState",
+    "JobStatus",
+    "SpecError",
+    "SubmissionError",
+    "TiSlurmError",
+    "UnknownJobError",
+    "get_job",
+    "jobs",
+    "load",
+    "plan",
+    "render",
+    "submit",
+]
+
+if TYPE_CHECKING:
+    from ti_slurm.client import Job, get_job, jobs, load, plan, render, submit
+    from ti_slurm.errors import (
+        BackendError,
+        ConfigError,
+        InputError,
+        SpecError,
+        SubmissionError,
+        TiSlurmError,
+        UnknownJobError,
+    )
+    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.job.states import JobState
+    from ti_slurm.spec import JobSpec
+    from ti_slurm.status import ComponentStatus, JobStatus
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ti_slurm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -23,7 +23,11 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ti_slurm.errors import SpecError
+from ti_slurm.errors import ConfigError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing in job steps
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_PATH = "/etc/ti-slurm/config.toml"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -52,6 +56,16 @@ class SiteConfig:
     hook_timeout: int = 30
     log_file: str | None = None
 
+    def plan_fields(self) -> dict[str, Any]:
+        """The job plan's fields this config decides, alike for specs and hand-written scripts."""
+        return {
+            "rdma_partitions": tuple(self.rdma_partitions),
+            "rdma_min_nodes": self.rdma_min_nodes,
+            "rdma_min_gpus_per_node": self.rdma_min_gpus_per_node,
+            "nccl_overrides": {k: dict(v) for k, v in self.nccl.items()},
+            "port_range": (self.port_min, self.port_max),
+        }
+
 
 def load_site_config(path: str | None = None) -> SiteConfig:
     """Read the site config; a missing default file means defaults."""
@@ -59,14 +73,14 @@ def load_site_config(path: str | None = None) -> SiteConfig:
     p = Path(explicit or DEFAULT_PATH)
     if not p.exists():
         if explicit:
-            raise SpecError("site config", str(p), "no such file")
+            raise ConfigError("site config", str(p), "no such file")
         return SiteConfig()
     import tomllib  # only when there is a file: this runs in every job step
 
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError("site config", str(p), f"cannot read: {exc}") from None
+        raise ConfigError("site config", str(p), f"cannot read: {exc}") from None
     return parse_site_config(data, str(p))
 
 
@@ -75,41 +89,41 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
     known = {f.name for f in fields(SiteConfig)}
     for key in data:
         if key not in known:
-            raise SpecError(f"{where}: {key}", data[key], f"unknown key; known keys: {', '.join(sorted(known))}")
+            raise ConfigError(f"{where}: {key}", data[key], f"unknown key; known keys: {', '.join(sorted(known))}")
 
     def names(key: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(x, str) and pattern.fullmatch(x) for x in value):
-            raise SpecError(f"{where}: {key}", value, "expected a list of names")
+            raise ConfigError(f"{where}: {key}", value, "expected a list of names")
         return tuple(value)
 
     def integer(key: str, lo: int, hi: int, default: int) -> int:
         value = data.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-            raise SpecError(f"{where}: {key}", value, f"expected a whole number from {lo} to {hi}")
+            raise ConfigError(f"{where}: {key}", value, f"expected a whole number from {lo} to {hi}")
         return value
 
     def path(key: str, default: str | None) -> str | None:
         value = data.get(key, default)
         if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
-            raise SpecError(f"{where}: {key}", value, "expected an absolute path")
+            raise ConfigError(f"{where}: {key}", value, "expected an absolute path")
         return value
 
     nccl = data.get("nccl", {})
     if not isinstance(nccl, dict):
-        raise SpecError(f"{where}: nccl", nccl, "expected a table of partitions")
+        raise ConfigError(f"{where}: nccl", nccl, "expected a table of partitions")
     for part, table in nccl.items():
         if not _PARTITION.fullmatch(part) or not isinstance(table, dict):
-            raise SpecError(f"{where}: nccl.{part}", table, 'expected [nccl.<partition>] with NAME = "value" lines')
+            raise ConfigError(f"{where}: nccl.{part}", table, 'expected [nccl.<partition>] with NAME = "value" lines')
         for name, value in table.items():
             if not _ENV_NAME.fullmatch(name) or not isinstance(value, str) or "\x00" in value:
-                raise SpecError(f"{where}: nccl.{part}.{name}", value, 'expected NAME = "string value"')
+                raise ConfigError(f"{where}: nccl.{part}.{name}", value, 'expected NAME = "string value"')
     lo, hi = integer("port_min", 1024, 65535, 61000), integer("port_max", 1024, 65535, 65535)
     if lo + 63 > hi:
-        raise SpecError(f"{where}: port_max", hi, "the port range needs at least 64 ports")
+        raise ConfigError(f"{where}: port_max", hi, "the port range needs at least 64 ports")
     check = data.get("rdma_check", "log")
     if check not in ("log", "drain"):
-        raise SpecError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
+        raise ConfigError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
     return SiteConfig(
         rdma_partitions=names("rdma_partitions", _PARTITION),
         rdma_min_nodes=integer("rdma_min_nodes", 1, 65536, 2),

@@ -16,6 +16,7 @@ ps-worker, ``head``/``worker_groups`` for ray); top-level ``gpus_per_node``,
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -23,11 +24,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ti_slurm.errors import SpecError
+from ti_slurm.job.modes import get_mode, mode_names
 
-Mode = Literal["ddp", "mpi", "horovod", "ps-worker", "ray"]
-MODES: tuple[str, ...] = ("ddp", "mpi", "horovod", "ps-worker", "ray")
-SINGLE_GROUP_MODES = ("ddp", "mpi", "horovod")
-MAX_RAY_WORKER_GROUPS = 5  # the TI platform allows at most 5 worker groups
+# the spec fields that give a role its own resources, in any mode (each mode takes some of them)
+ROLE_FIELDS = ("ps", "worker", "head", "worker_groups")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -66,8 +66,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
-class GroupSpec(_Strict):
-    """Resources of one role (a Slurm heterogeneous job component)."""
+class ComponentSpec(_Strict):
+    """Resources of one role's nodes (a Slurm heterogeneous job component)."""
 
     nodes: int = Field(default=1, ge=1, le=65536)
     gpus_per_node: int | None = Field(default=None, ge=0, le=64)
@@ -97,7 +97,7 @@ class JobSpec(_Strict):
     """A whole training job, as a user writes it."""
 
     name: str = "ti-slurm"
-    mode: Mode
+    mode: str
     command: str = Field(min_length=1)
     # single-group modes (ddp, mpi, horovod); defaults for every role otherwise
     nodes: int | None = Field(default=None, ge=1, le=65536)
@@ -105,10 +105,10 @@ class JobSpec(_Strict):
     cpus_per_node: float = Field(default=1, gt=0, le=4096)
     mem: str | None = None
     # multi-role modes
-    ps: GroupSpec | None = None
-    worker: GroupSpec | None = None
-    head: GroupSpec | None = None
-    worker_groups: list[GroupSpec] | None = None
+    ps: ComponentSpec | None = None
+    worker: ComponentSpec | None = None
+    head: ComponentSpec | None = None
+    worker_groups: list[ComponentSpec] | None = None
     # Slurm placement
     partition: str | None = None
     account: str | None = None
@@ -136,6 +136,13 @@ class JobSpec(_Strict):
             raise ValueError("a job name is 1-128 of letters, digits, '.', '_', '-', starting with a letter or digit")
         return v
 
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in mode_names():
+            raise ValueError(f"expected one of: {', '.join(mode_names())}")
+        return v
+
     @field_validator("command")
     @classmethod
     def _command(cls, v: str) -> str:
@@ -146,7 +153,7 @@ class JobSpec(_Strict):
     @field_validator("mem")
     @classmethod
     def _mem(cls, v: str | None) -> str | None:
-        return GroupSpec._mem(v)
+        return ComponentSpec._mem(v)
 
     @field_validator("partition", "account", "qos")
     @classmethod
@@ -192,45 +199,30 @@ class JobSpec(_Strict):
     @model_validator(mode="after")
     def _roles_fit_mode(self) -> JobSpec:
         # Raised as SpecError (not ValueError) so the message names the exact field.
-        multi = {"ps": self.ps, "worker": self.worker, "head": self.head, "worker_groups": self.worker_groups}
-        allowed = {"ps-worker": ("ps", "worker"), "ray": ("head", "worker_groups")}.get(self.mode, ())
-        for key, value in multi.items():
-            if value is not None and key not in allowed:
+        mode = get_mode(self.mode)
+        for key in ROLE_FIELDS:
+            if getattr(self, key) is not None and key not in mode.role_fields:
                 raise SpecError(key, self.mode, f"{key!r} belongs to another mode; mode {self.mode} does not take it")
-        if self.mode in SINGLE_GROUP_MODES and self.nodes is None:
+        if not mode.role_fields and self.nodes is None:
             raise SpecError("nodes", None, f"mode {self.mode} needs 'nodes' (how many nodes run the command)")
-        if self.mode not in SINGLE_GROUP_MODES and self.nodes is not None:
+        if mode.role_fields and self.nodes is not None:
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
-        if self.mode == "ps-worker":
-            for key in ("ps", "worker"):
-                if multi[key] is None:
-                    raise SpecError(key, None, "mode ps-worker needs both 'ps' and 'worker' (each at least 1 node)")
-        if self.mode == "ray":
-            if self.head is not None and self.head.nodes != 1:
-                raise SpecError("head.nodes", self.head.nodes, "a Ray cluster has exactly one head node")
-            groups = self.worker_groups or []
-            if len(groups) > MAX_RAY_WORKER_GROUPS:
-                raise SpecError(
-                    "worker_groups", f"{len(groups)} groups", f"Ray takes at most {MAX_RAY_WORKER_GROUPS} worker groups"
-                )
-        for where, cpus in self._cpu_counts():
+        mode.check_spec(self)
+        for where, cpus in self.cpu_counts():
             if cpus != int(cpus):
-                if self.mode == "ray":
-                    why = f"Ray schedules whole CPUs and would truncate {cpus} to {int(cpus)}; use an integer"
-                else:
-                    why = "Slurm allocates whole CPUs; use an integer"
-                raise SpecError(where, cpus, why)
+                raise SpecError(where, cpus, "Slurm allocates whole CPUs; use an integer")
         return self
 
-    def _cpu_counts(self) -> list[tuple[str, float]]:
+    def cpu_counts(self) -> list[tuple[str, float]]:
+        """Every CPU count in the spec, with the field it is in."""
         counts = [("cpus_per_node", self.cpus_per_node)]
         for key in ("ps", "worker", "head"):
-            group = getattr(self, key)
-            if group is not None and group.cpus_per_node is not None:
-                counts.append((f"{key}.cpus_per_node", group.cpus_per_node))
-        for i, group in enumerate(self.worker_groups or []):
-            if group.cpus_per_node is not None:
-                counts.append((f"worker_groups.{i}.cpus_per_node", group.cpus_per_node))
+            part = getattr(self, key)
+            if part is not None and part.cpus_per_node is not None:
+                counts.append((f"{key}.cpus_per_node", part.cpus_per_node))
+        for i, part in enumerate(self.worker_groups or []):
+            if part.cpus_per_node is not None:
+                counts.append((f"worker_groups.{i}.cpus_per_node", part.cpus_per_node))
         return counts
 
 
@@ -253,7 +245,7 @@ def _one_line(exc: ValidationError) -> SpecError:
     return SpecError(loc or "spec", err.get("input"), msg)
 
 
-def load_spec(path: str | Path) -> JobSpec:
+def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     """Load a YAML or JSON spec file."""
     p = Path(path)
     try:

@@ -7,18 +7,19 @@ whether it is still pending or running. Pure functions of their inputs.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ti_slurm.backends.base import Backend, JobInfo
-from ti_slurm.hostlist import compress
-
-FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.job.hostlist import compress
+from ti_slurm.job.paths import node_label
+from ti_slurm.job.states import JobState
 
 
 @dataclass
 class ComponentStatus:
+    """One component of a job: its nodes, and how its step ended."""
+
     name: str
     nodes: list[str]
     state: str = "PENDING"  # PENDING | RUNNING | COMPLETED | FAILED | STOPPED
@@ -28,9 +29,11 @@ class ComponentStatus:
 
 @dataclass
 class JobStatus:
+    """A job's state, its components, and the node that failed it (``status --json`` prints this)."""
+
     job_id: str
     name: str
-    state: str
+    state: JobState
     reason: str = ""
     mode: str = ""
     job_dir: str = ""
@@ -38,35 +41,27 @@ class JobStatus:
     components: list[ComponentStatus] = field(default_factory=list)
 
     @property
-    def final(self) -> bool:
-        return self.state in FINAL_STATES
+    def settled(self) -> bool:
+        """Following the job further would learn nothing: it ended, or is neither queued nor recorded."""
+        return self.state.is_terminal or (self.state is JobState.UNKNOWN and not self.components)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"state": self.state.value}
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-
-def node_label(component: str, n: object) -> str:
-    """``<component>-<n>``: how logs and commands name the n-th node of a component."""
-    return f"{component}-{n}"
-
-
-def node_log(job_dir: str, component: str, n: object) -> str:
-    """That node's log, ``<job dir>/logs/<component>-<n>.log`` (``n`` may be srun's ``%n``)."""
-    return os.path.join(job_dir, "logs", f"{node_label(component, n)}.log")
-
-
-def read_events(backend: Backend, job: JobInfo) -> list[dict[str, Any]]:
-    """The job's events from ``<job dir>/status.jsonl``, through whichever backend reaches it."""
-    return parse_events(backend.read_text(os.path.join(job.job_dir, "status.jsonl"))) if job.job_dir else []
+        return json.dumps(self.as_dict(), indent=2)
 
 
 def parse_events(text: str | None) -> list[dict[str, Any]]:
+    """The events of a ``status.jsonl`` text; a line being written right now is skipped."""
     events = []
     for line in (text or "").splitlines():
         try:
-            events.append(json.loads(line))
+            event = json.loads(line)
         except ValueError:
-            continue  # a line being written right now
+            continue
+        if isinstance(event, dict):
+            events.append(event)
     return events
 
 
@@ -75,40 +70,54 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
 
     Events of another submission (an earlier job with the same id) are ignored.
     """
-    status = JobStatus(job.job_id, job.name, "UNKNOWN", job_dir=job.job_dir)
+    status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
     if job.submission:
         events = [ev for ev in events if ev.get("submission") == job.submission]
     for ev in events:
         kind = ev.get("event")
         if kind == "start":
-            status.mode = ev.get("mode", "")
+            status.mode = str(ev.get("mode", ""))
             status.components = [
-                ComponentStatus(c["name"], list(c["nodes"]), "RUNNING") for c in ev.get("components", [])
+                ComponentStatus(str(c["name"]), [str(n) for n in c["nodes"]], "RUNNING")
+                for c in ev.get("components") or []
+                if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
             ]
-            status.state = "RUNNING"
+            status.state = JobState.RUNNING
         elif kind == "step-exit":
             for comp in status.components:
                 if comp.name == ev.get("component"):
                     code = ev.get("exit_code")
-                    comp.exit_code = code
-                    comp.node_exits.extend(ev.get("records", []))
+                    comp.exit_code = code if isinstance(code, int) else None
+                    comp.node_exits.extend(r for r in ev.get("records") or [] if isinstance(r, dict))
                     comp.state = "STOPPED" if ev.get("stopped") else ("COMPLETED" if code == 0 else "FAILED")
         elif kind == "end":
-            status.state = ev.get("state", "UNKNOWN")
-            status.reason = ev.get("reason", "")
-            status.failed = ev.get("failed") or {}
-    if not status.final:
+            status.state = JobState.from_slurm(str(ev.get("state", "")))
+            status.reason = str(ev.get("reason", ""))
+            failed = ev.get("failed")
+            status.failed = failed if isinstance(failed, dict) else {}
+    if not status.state.is_terminal:
         if queued is not None:
-            if queued.state != "RUNNING" or not status.components:
+            if queued.state is not JobState.RUNNING or not status.components:
                 status.state = queued.state
             status.reason = status.reason or queued.reason
-            if not status.components and queued.state == "PENDING":
+            if not status.components and queued.state is JobState.PENDING:
                 status.reason = queued.reason or "waiting for resources"
-        elif status.state == "RUNNING":
-            status.state, status.reason = "FAILED", "the job ended without a final record (killed, or its node failed)"
+        elif status.state is JobState.RUNNING:
+            status.state = JobState.FAILED
+            status.reason = "the job ended without a final record (killed, or its node failed)"
         else:
             status.reason = "not in the queue and no record in the job directory"
     return status
+
+
+def progress_line(status: JobStatus) -> str:
+    """One line on where a job is: its state, why, and each component's state while it runs."""
+    line = status.state.value
+    if status.reason and not status.state.is_terminal:
+        line += f" ({status.reason})"
+    if status.state is JobState.RUNNING and status.components:
+        line += " on " + "; ".join(f"{c.name}: {c.state.lower()}" for c in status.components)
+    return line
 
 
 def format_status(status: JobStatus) -> str:

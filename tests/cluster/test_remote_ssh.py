@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
+
 from tests.conftest import ROOT, processes_matching, run_cli
 from tests.sshd import LOGIN_PATH, Sshd, keygen, start_sshd
 
@@ -218,8 +220,8 @@ def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
 def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, sshd: Sshd) -> None:
     from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
     from ti_slurm.errors import BackendError
-    from ti_slurm.plan import make_plan
-    from ti_slurm.render import render
+    from ti_slurm.planning import make_plan
+    from ti_slurm.script import render
     from ti_slurm.spec import parse_spec
 
     class DropsAfterSbatch(SSHSession):

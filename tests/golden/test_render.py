@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ti_slurm.plan import JobPlan, make_plan
-from ti_slurm.render import render
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.planning import make_plan
+from ti_slurm.script import render
 from ti_slurm.site import SiteConfig
 from ti_slurm.spec import parse_spec
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ti_slurm.contract import RDMA_ENV, ContractError, apply, node_contract
-from ti_slurm.plan import make_plan
+from ti_slurm.errors import ContractError
+from ti_slurm.job.contract import RDMA_ENV, apply, node_contract
+from ti_slurm.planning import make_plan
 from ti_slurm.site import SiteConfig
 from ti_slurm.spec import parse_spec
 

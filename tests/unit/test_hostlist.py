@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import scontrol_hostnames
 from ti_slurm.errors import HostlistError
-from ti_slurm.hostlist import compress, expand, expand_tasks_per_node
+from ti_slurm.job.hostlist import compress, expand
 
 CASES = {
     "node1": ["node1"],
@@ -113,16 +113,3 @@ def test_size_guard_matches_slurm_range_limit() -> None:
     assert len(expand("n[0-65535]")) == 65536
     with pytest.raises(HostlistError, match="65536"):
         expand("n[0-65536]")
-
-
-@pytest.mark.parametrize(
-    "text,counts", [("2(x3),1", [2, 2, 2, 1]), ("3(x2),2,1", [3, 3, 2, 1]), ("8", [8]), ("1(x4)", [1, 1, 1, 1])]
-)
-def test_tasks_per_node(text: str, counts: list[int]) -> None:
-    assert expand_tasks_per_node(text) == counts
-
-
-@pytest.mark.parametrize("text", ["", "2(x)", "x", "2(3)", "2,,1"])
-def test_bad_tasks_per_node(text: str) -> None:
-    with pytest.raises(HostlistError):
-        expand_tasks_per_node(text)

@@ -8,7 +8,7 @@ import pytest
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.slurm import SlurmBackend, parse_job_id, parse_squeue, parse_version
-from ti_slurm.errors import BackendError
+from ti_slurm.errors import BackendError, SubmissionError
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ def test_job_ids(text: str, job: str) -> None:
 
 
 def test_no_job_id_is_an_error() -> None:
-    with pytest.raises(BackendError, match="no job id"):
+    with pytest.raises(SubmissionError, match="no job id"):
         parse_job_id("sbatch: error: Batch job submission failed\n")
 
 
@@ -51,3 +51,58 @@ def test_finished_jobs_are_simply_not_queued() -> None:
         return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Invalid job id specified")
 
     assert SlurmBackend(run).queue_states([JobInfo("99")]) == {}
+
+
+class FakeSlurm:
+    """A command runner that answers like the Slurm tools and remembers what it was asked."""
+
+    def __init__(self, answers: dict[str, subprocess.CompletedProcess[str]]) -> None:
+        self.answers, self.calls = answers, []  # type: list[tuple[list[str], str | None]]
+
+    def __call__(self, argv, stdin):  # type: ignore[no-untyped-def]
+        self.calls.append((list(argv), stdin))
+        return self.answers.get(argv[0], subprocess.CompletedProcess(argv, 0, "", ""))
+
+
+def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.job.plan import Component, JobPlan
+
+    runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
+    plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
+    info = SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+    assert (tmp_path / "out").is_dir()
+    assert runner.calls == [(["sbatch", "--parsable", "--comment=ti-slurm:s1"], "#!/bin/bash\n")]
+    assert (info.job_id, info.job_dir, info.state) == ("4242", str(tmp_path / "out" / "4242"), "PENDING")
+
+
+def test_a_refused_job_is_a_submission_error_with_sbatch_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.job.plan import Component, JobPlan
+
+    refused = "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
+    runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 1, "", refused)})
+    plan = JobPlan("t", "ddp", "true", (Component("ddp", 9, 0, 1),), output_dir=str(tmp_path))
+    with pytest.raises(SubmissionError) as err:
+        SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+    assert str(err.value) == f"sbatch failed: {refused.strip()}"
+
+
+def test_queue_states_say_what_the_job_is_doing() -> None:
+    jobs = parse_squeue("5|CONFIGURING|None|n[1-2]|a\n6|COMPLETING|None|n3|b\n7|REQUEUED|BeginTime||c\n")
+    assert [(j.state, j.reason) for j in jobs.values()] == [
+        ("RUNNING", "CONFIGURING"),
+        ("RUNNING", "COMPLETING"),
+        ("PENDING", "BeginTime"),
+    ]
+
+
+def test_a_job_directory_is_found_from_its_output_file() -> None:
+    show = "JobId=77 JobName=x\n   StdOut=/scratch/jobs/slurm-77.out\n"
+    runner = FakeSlurm({"scontrol": subprocess.CompletedProcess(["scontrol"], 0, show, "")})
+    assert SlurmBackend(runner).find_job_dir("77") == "/scratch/jobs/77"
+    assert SlurmBackend(FakeSlurm({})).find_job_dir("78") is None
+
+
+def test_cancel_is_scancel_and_its_failure_one_line() -> None:
+    runner = FakeSlurm({"scancel": subprocess.CompletedProcess(["scancel"], 1, "", "scancel: error: Kill job error\n")})
+    with pytest.raises(BackendError, match=r"^scancel failed: scancel: error: Kill job error$"):
+        SlurmBackend(runner).cancel(JobInfo("9"))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from ti_slurm.errors import SpecError
-from ti_slurm.plan import make_plan
+from ti_slurm.errors import ConfigError, SpecError
+from ti_slurm.planning import make_plan
 from ti_slurm.spec import load_spec, parse_spec
 
 DDP = """\
@@ -201,5 +201,5 @@ def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit() -> None
 
     if importlib.util.find_spec("pyslurm") is not None:
         pytest.skip("pyslurm is installed here")
-    with pytest.raises(SpecError, match="pyslurm is not installed"):
+    with pytest.raises(ConfigError, match="pyslurm is not installed"):
         get_backend("pyslurm")

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ti_slurm.errors import ConfigError
+
+pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
 from ti_slurm.backends.ssh import parse_target
-from ti_slurm.errors import SpecError
 
 
 def test_host_block_and_match_exec_apply(tmp_path: Path) -> None:
@@ -44,5 +46,5 @@ def test_invoke_is_imported_only_when_an_ssh_config_needs_it(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("text", ["", "a b", "user@", "host:99999"])
 def test_bad_target_is_one_clear_error(text: str, tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="host"):
+    with pytest.raises(ConfigError, match="host"):
         parse_target(text, str(tmp_path / "none"))

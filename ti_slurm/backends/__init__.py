@@ -8,9 +8,11 @@ connection), ``pyslurm`` (optional, see the README).
 from __future__ import annotations
 
 from ti_slurm.backends.base import Backend, JobInfo
-from ti_slurm.errors import SpecError
+from ti_slurm.errors import ConfigError
 
-__all__ = ["Backend", "JobInfo", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "JobInfo", "get_backend"]
+
+BACKENDS = ("slurm", "local", "ssh", "pyslurm")
 
 
 def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ssh_config: str | None = None) -> Backend:
@@ -27,10 +29,10 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
         try:
             from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
         except ImportError:
-            raise SpecError("--host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
+            raise ConfigError("host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
         return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))
     if name == "pyslurm":
         from ti_slurm.backends.pyslurm import PyslurmBackend
 
         return PyslurmBackend()
-    raise SpecError("backend", name, "expected one of: local, slurm, ssh, pyslurm")
+    raise ConfigError("backend", name, f"expected one of: {', '.join(BACKENDS)}")

@@ -9,29 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
 from ti_slurm.backends.base import JobInfo, read_local_text
-from ti_slurm.errors import TiSlurmError
-from ti_slurm.plan import JobPlan
-from ti_slurm.step import write_atomic
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return True
+from ti_slurm.errors import SubmissionError
+from ti_slurm.job.contract import job_ports
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.node import write_atomic
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.process import alive, start_group
+from ti_slurm.job.states import JobState
 
 
 def port_is_free(port: int) -> bool:
@@ -64,19 +53,16 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     (and other users' jobs) hold ports too; the contract derives the ports from
     the job number, so pick a number whose ports nobody holds.
     """
-    from ti_slurm.contract import job_ports
-    from ti_slurm.modes import MODES
-
-    groups = tuple(("localhost",) * comp.nodes for comp in plan.components)
-    width = MODES[plan.mode].PORTS_PER_NODE
+    nodes = tuple(("localhost",) * comp.nodes for comp in plan.components)
+    width = get_mode(plan.mode).ports_per_node
     for number in range(start, start + tries):
-        if os.path.exists(os.path.join(output_dir, f"local-{number}")):
+        if os.path.exists(JobPaths.of(output_dir, f"local-{number}").root):
             continue
-        nodes = [port for group in job_ports(plan, number, groups, per_node=True) for port in group]
-        if all(port_is_free(port + k) for port in nodes for k in range(width)):
+        ports = [port for component in job_ports(plan, number, nodes, per_node=True) for port in component]
+        if all(port_is_free(port + k) for port in ports for k in range(width)):
             return number
     lo, hi = plan.port_range
-    raise TiSlurmError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
+    raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
 
 class LocalBackend:
@@ -85,38 +71,24 @@ class LocalBackend:
     name = "local"
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
+        try:
+            os.makedirs(plan.output_dir, exist_ok=True)
+        except OSError as exc:
+            raise SubmissionError(f"output_dir {plan.output_dir}: cannot create it: {exc.strerror}") from None
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"
-        job_dir = os.path.join(plan.output_dir, job_id)
-        os.makedirs(job_dir)
-        plan_path = os.path.join(job_dir, "plan.json")
-        write_atomic(plan_path, plan.to_json() + "\n")
-        with open(os.path.join(job_dir, "supervisor.log"), "wb") as log:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "ti_slurm",
-                    "local-run",
-                    "--plan",
-                    plan_path,
-                    "--job-dir",
-                    job_dir,
-                    "--job-id",
-                    str(number),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=plan.workdir or None,
-                start_new_session=True,
-            )
-        write_atomic(os.path.join(job_dir, "supervisor.pid"), f"{proc.pid}\n")
-        return JobInfo(job_id, plan.name, self.name, job_dir, "RUNNING", submission=plan.submission)
+        paths = JobPaths.of(plan.output_dir, job_id)
+        os.makedirs(paths.root)
+        write_atomic(paths.plan, plan.to_json() + "\n")
+        with open(paths.supervisor_log, "wb") as log:
+            argv = [sys.executable, "-m", "ti_slurm.job", "local-run", paths.root, str(number)]
+            proc = start_group(argv, cwd=plan.workdir or None, output=log)
+        write_atomic(paths.supervisor_pid, f"{proc.pid}\n")
+        return JobInfo(job_id, plan.name, self.name, paths.root, JobState.RUNNING, submission=plan.submission)
 
     def _pid(self, job_dir: str) -> int | None:
         try:
-            with open(os.path.join(job_dir, "supervisor.pid")) as fh:
+            with open(JobPaths(job_dir).supervisor_pid) as fh:
                 return int(fh.read().strip())
         except (OSError, ValueError):
             return None
@@ -125,24 +97,19 @@ class LocalBackend:
         out = {}
         for job in jobs:
             pid = self._pid(job.job_dir) if job.job_dir else None
-            if pid is not None and _alive(pid):
-                out[job.job_id] = JobInfo(job.job_id, job.name, self.name, job.job_dir, "RUNNING", nodes="localhost")
+            if pid is not None and alive(pid):
+                out[job.job_id] = JobInfo(
+                    job.job_id, job.name, self.name, job.job_dir, JobState.RUNNING, nodes="localhost"
+                )
         return out
 
     def cancel(self, job: JobInfo) -> None:
         pid = self._pid(job.job_dir)
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             os.kill(pid, signal.SIGTERM)
 
     def read_text(self, path: str) -> str | None:
         return read_local_text(path)
 
-
-def local_run(plan_path: str, job_dir: str, job_id: int) -> int:
-    """The detached supervisor process of a local job."""
-    from ti_slurm.supervisor import LocalLauncher, Supervisor
-
-    with open(plan_path, encoding="utf-8") as fh:
-        plan = JobPlan.from_json(fh.read())
-    launcher = LocalLauncher(plan, plan_path, job_dir, job_id)
-    return Supervisor(plan, job_dir, launcher).run().exit_code
+    def find_job_dir(self, job_id: str) -> str | None:
+        return None  # a local job is known only from this account's registry

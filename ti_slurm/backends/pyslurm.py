@@ -9,7 +9,7 @@ and watching still go through the Slurm commands, which serve every release.
 from __future__ import annotations
 
 from ti_slurm.backends.slurm import SlurmBackend, run_local
-from ti_slurm.errors import SpecError
+from ti_slurm.errors import ConfigError
 
 
 def pyslurm_mismatch() -> str | None:
@@ -37,5 +37,5 @@ class PyslurmBackend(SlurmBackend):
     def __init__(self) -> None:
         why = pyslurm_mismatch()
         if why:
-            raise SpecError("backend", "pyslurm", why)
+            raise ConfigError("backend", "pyslurm", why)
         super().__init__()

@@ -19,8 +19,10 @@ import subprocess
 from collections.abc import Callable, Sequence
 
 from ti_slurm.backends.base import JobInfo, read_local_text
-from ti_slurm.errors import BackendError
-from ti_slurm.plan import JobPlan
+from ti_slurm.errors import BackendError, SubmissionError
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.states import JobState
 
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 _VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")
@@ -47,15 +49,17 @@ def parse_job_id(text: str) -> str:
     line = text.strip().splitlines()[-1] if text.strip() else ""
     m = _JOB_ID.fullmatch(line)
     if m is None:
-        raise BackendError(f"sbatch printed no job id: {text.strip()[:200]!r}")
+        raise SubmissionError(f"sbatch printed no job id: {text.strip()[:200]!r}")
     return m.group(1)
 
 
-def checked_stdout(res: subprocess.CompletedProcess[str], what: str) -> str:
-    """A command's stdout, or its last error line as a one-line :class:`BackendError`."""
+def checked_stdout(
+    res: subprocess.CompletedProcess[str], what: str, error: type[BackendError | SubmissionError] = BackendError
+) -> str:
+    """A command's stdout, or its last error line as a one-line ``error``."""
     if res.returncode != 0:
         msg = (res.stderr or res.stdout).strip().splitlines()
-        raise BackendError(f"{what} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
+        raise error(f"{what} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
     return res.stdout
 
 
@@ -69,14 +73,17 @@ def parse_squeue(text: str) -> dict[str, JobInfo]:
         parts = line.strip().split("|")
         if len(parts) != 5:
             continue
-        raw_id, state, reason, nodes, name = parts
+        raw_id, text, reason, nodes, name = parts
         job_id = raw_id.split("+", 1)[0].split("_", 1)[0]
+        state = JobState.from_slurm(text)
+        if state is not JobState.UNKNOWN and state.value != text and reason in ("", "None"):
+            reason = text  # CONFIGURING, COMPLETING, REQUEUED...: say which
         info = out.get(job_id)
         if info is None:
             out[job_id] = JobInfo(job_id, name, "slurm", "", state, "" if reason == "None" else reason, nodes)
         else:  # a later het component: running wins over pending, nodes add up
-            if state == "RUNNING":
-                info.state = "RUNNING"
+            if state is JobState.RUNNING:
+                info.state = JobState.RUNNING
             info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
     return out
 
@@ -89,8 +96,8 @@ class SlurmBackend:
     def __init__(self, run: Runner = run_local) -> None:
         self.run = run
 
-    def _ok(self, argv: Sequence[str], stdin: str | None = None, what: str = "") -> str:
-        return checked_stdout(self.run(argv, stdin), what or argv[0])
+    def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
+        return checked_stdout(self.run(argv, stdin), argv[0])
 
     def sbatch_argv(self, submission: str) -> list[str]:
         """``sbatch --parsable``, tagged with the submission id (the script comes on stdin)."""
@@ -100,12 +107,19 @@ class SlurmBackend:
         return argv
 
     def _info(self, job_id: str, plan: JobPlan) -> JobInfo:
-        job_dir = os.path.join(plan.output_dir, job_id)
-        return JobInfo(job_id, plan.name, self.name, job_dir, "PENDING", submission=plan.submission)
+        job_dir = JobPaths.of(plan.output_dir, job_id).root
+        return JobInfo(job_id, plan.name, self.name, job_dir, JobState.PENDING, submission=plan.submission)
+
+    def sbatch(self, argv: Sequence[str], script: str) -> str:
+        """Run ``sbatch`` with the script on stdin; its job id, or a :class:`SubmissionError` with its reason."""
+        return parse_job_id(checked_stdout(self.run(argv, script), "sbatch", SubmissionError))
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        job_id = parse_job_id(self._ok(self.sbatch_argv(plan.submission), script, what="sbatch"))
-        return self._info(job_id, plan)
+        try:
+            os.makedirs(plan.output_dir, exist_ok=True)
+        except OSError as exc:
+            raise SubmissionError(f"output_dir {plan.output_dir}: cannot create it: {exc.strerror}") from None
+        return self._info(self.sbatch(self.sbatch_argv(plan.submission), script), plan)
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         if not jobs:
@@ -127,11 +141,11 @@ class SlurmBackend:
                 return job_id.split("+", 1)[0]
         return None
 
-    def job_dir_of(self, job_id: str) -> str | None:
-        """Find a job's directory from its StdOut path (``<output dir>/slurm-<id>.out``)."""
+    def find_job_dir(self, job_id: str) -> str | None:
+        """A job's directory from its StdOut path (``<output dir>/slurm-<id>.out``)."""
         res = self.run(["scontrol", "show", "job", job_id], None)
         m = re.search(r"StdOut=(\S+)", res.stdout) if res.returncode == 0 else None
-        return os.path.join(os.path.dirname(m.group(1)), job_id) if m else None
+        return JobPaths.of(os.path.dirname(m.group(1)), job_id).root if m else None
 
     def cancel(self, job: JobInfo) -> None:
         self._ok(["scancel", job.job_id])

@@ -56,8 +56,8 @@ import paramiko  # noqa: E402
 
 from ti_slurm.backends.base import JobInfo  # noqa: E402
 from ti_slurm.backends.slurm import SlurmBackend, checked_stdout, parse_job_id  # noqa: E402
-from ti_slurm.errors import BackendError, SpecError  # noqa: E402
-from ti_slurm.plan import JobPlan  # noqa: E402
+from ti_slurm.errors import BackendError, ConfigError, SpecError, SubmissionError  # noqa: E402
+from ti_slurm.job.plan import JobPlan  # noqa: E402
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
@@ -89,7 +89,7 @@ def parse_target(text: str, config_path: str | None = None) -> Target:
     """Parse a target and apply the matching ``Host`` block of the SSH config."""
     m = _TARGET.fullmatch(text or "")
     if m is None:
-        raise SpecError("host", text, "expected host, user@host, user@host:port or an ~/.ssh/config alias")
+        raise ConfigError("host", text, "expected host, user@host, user@host:port or an ~/.ssh/config alias")
     alias = m.group("host").strip("[]")
     config = paramiko.SSHConfig()
     path = Path(config_path or os.path.expanduser("~/.ssh/config"))
@@ -98,7 +98,7 @@ def parse_target(text: str, config_path: str | None = None) -> Target:
     entry: dict[str, Any] = config.lookup(alias)
     port = int(m.group("port") or entry.get("port", 22))
     if not 0 < port < 65536:
-        raise SpecError("host", text, "the port must be 1-65535")
+        raise ConfigError("host", text, "the port must be 1-65535")
     known = entry.get("userknownhostsfile", "~/.ssh/known_hosts").split()
     return Target(
         alias=alias,
@@ -385,14 +385,14 @@ class SSHBackend(SlurmBackend):
             raise SpecError("output_dir", plan.output_dir, "holds a newline")
         argv, stdin = self.submit_argv(plan.submission), f"{plan.output_dir}\n{script}"
         try:
-            job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch"))
+            job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch", SubmissionError))
         except BackendError as exc:
             if "dropped" not in str(exc) or not plan.submission:
                 raise
             self.session.close()
             self.session.connect()
             found = self.find_by_comment(f"ti-slurm:{plan.submission}")
-            job_id = found or parse_job_id(self._ok(argv, stdin, what="sbatch"))
+            job_id = found or self.sbatch(argv, stdin)
         info = self._info(job_id, plan)
         info.host = self.session.target.alias
         return info

@@ -15,4 +15,4 @@ cat > "$job_dir/plan.json" <<'TI_SLURM_PLAN'
 {"account":null,"command":"echo '$(touch CANARY)' \"`touch CANARY`\"; echo TI_SLURM_PLAN; echo done","components":[{"command":"","cpus_per_node":1,"gpus_per_node":0,"mem":null,"name":"ddp","nodes":1,"partition":null}],"env":{"EVIL":"'; touch CANARY; '","NL":"a\nTI_SLURM_PLAN\ntouch CANARY"},"master_port":null,"mode":"ddp","name":"x","nccl_overrides":{},"output_dir":"/tmp/out dir/%j 'q' $(touch CANARY)","partition":null,"port_range":[61000,65535],"python":"/opt/ti-slurm/bin/python","qos":null,"rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{"constraint":"a\"b\\c #x"},"stop_grace":10,"submission":"","time":null,"version":1,"workdir":"/tmp/w d/$(touch CANARY)"}
 TI_SLURM_PLAN
 cd -- '/tmp/w d/$(touch CANARY)'
-exec /opt/ti-slurm/bin/python -m ti_slurm supervise --plan "$job_dir/plan.json" --job-dir "$job_dir"
+exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"

@@ -1,17 +1,17 @@
-"""The job path: what every node of every job runs, on the bare interpreter.
+"""The job path's entry point: what every node of every job runs, on the bare interpreter.
 
 The supervisor starts each node's step, and the launch agent (the ``ssh`` that
 Open MPI and Horovod call) starts itself, as::
 
-    <python> -I -S <install>/ti_slurm/jobpath.py step PLAN GROUP JOB_DIR [--print-env]
-    <python> -I -S <install>/ti_slurm/jobpath.py agent SSH-ARGS...
+    <python> -I -S <install>/ti_slurm/job/main.py node PLAN COMPONENT JOB_DIR [--print-env]
+    <python> -I -S <install>/ti_slurm/job/main.py agent SSH-ARGS...
 
 ``-S`` skips site-packages and its ``.pth`` hooks: editable installs, conda
 and sandbox hooks cost tens of milliseconds per process, on every node of
 every step. ``-I`` keeps the job's ``PYTHONPATH`` and working directory from
 shadowing ti-slurm's or the standard library's modules. This file puts the
 package root on ``sys.path`` itself, so only ti-slurm's own modules and the
-standard library can be imported here; ``tests/unit/test_jobpath.py`` checks
+standard library can be imported here; ``tests/unit/test_job_path.py`` checks
 that no heavy module (pydantic, jinja2, argparse, ...) is ever loaded.
 
 ``--print-env`` prints the step's environment (``export NAME=value`` lines,
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 _SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
-USAGE = "usage: jobpath.py step PLAN GROUP JOB_DIR [--print-env] | agent SSH-ARGS..."
+USAGE = "usage: main.py node PLAN COMPONENT JOB_DIR [--print-env] | agent SSH-ARGS..."
 
 
 def command(python: str, *args: str) -> list[str]:
-    """The argv that runs ``jobpath.py ARGS`` with ``python``, which must have this same install."""
+    """The argv that runs ``job/main.py ARGS`` with ``python``, which must have this same install."""
     return [python, "-I", "-S", os.path.abspath(__file__), *args]
 
 
@@ -54,36 +54,36 @@ def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
     sys.stdout.write("".join(f"export {k}={shell_quote(v)}\n" for k, v in env_changes(env, inherited).items()))
 
 
-def step(plan_path: str, group: str, job_dir: str, dry_run: bool) -> int:
-    """Serve this node's share of component ``group``; with ``dry_run``, print its environment instead."""
+def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
+    """Serve this node's share of component number ``component``; with ``dry_run``, print its environment."""
     from ti_slurm.errors import TiSlurmError
-    from ti_slurm.plan import JobPlan
-    from ti_slurm.step import prepare_step, run_step
+    from ti_slurm.job.node import prepare_node, run_node
+    from ti_slurm.job.plan import JobPlan
 
     try:
         with open(plan_path, encoding="utf-8") as fh:
             plan = JobPlan.from_json(fh.read())
     except (OSError, ValueError, TypeError, KeyError) as exc:  # unreadable, not JSON, not a plan
         raise TiSlurmError(f"plan {plan_path}: cannot read it: {exc}") from None
-    if not group.isdigit() or int(group) >= len(plan.components):
-        raise TiSlurmError(f"group {group!r} is not a component of this {plan.mode} job")
+    if not component.isdigit() or int(component) >= len(plan.components):
+        raise TiSlurmError(f"component {component!r} is not a component of this {plan.mode} job")
     if dry_run:
-        print_env(prepare_step(plan, int(group), job_dir, os.environ)[1], os.environ)
+        print_env(prepare_node(plan, int(component), job_dir, os.environ)[1], os.environ)
         return 0
-    return run_step(plan, int(group), job_dir)
+    return run_node(plan, int(component), job_dir)
 
 
 def main(argv: list[str]) -> int:
-    """``jobpath.py step ...`` or ``jobpath.py agent ...``; errors are one line."""
+    """``main.py node ...`` or ``main.py agent ...``; errors are one line."""
     from ti_slurm.errors import TiSlurmError
 
     try:
         if argv[:1] == ["agent"]:
-            from ti_slurm.agent import main as agent_main
+            from ti_slurm.job.agent import main as agent_main
 
             return agent_main(argv[1:])
-        if argv[:1] == ["step"] and len(argv) in (4, 5) and argv[4:] in ([], ["--print-env"]):
-            return step(argv[1], argv[2], argv[3], dry_run=len(argv) == 5)
+        if argv[:1] == ["node"] and len(argv) in (4, 5) and argv[4:] in ([], ["--print-env"]):
+            return node(argv[1], argv[2], argv[3], dry_run=len(argv) == 5)
     except TiSlurmError as exc:
         print(f"ti-slurm: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -94,5 +94,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # the package root: <root>/ti_slurm/job/main.py
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     sys.exit(main(sys.argv[1:]))

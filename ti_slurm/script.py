@@ -1,4 +1,4 @@
-"""Render a :class:`JobPlan` into an sbatch script (pure).
+"""The sbatch script of a :class:`~ti_slurm.job.plan.JobPlan` (pure: :func:`render`).
 
 The template lives in ``templates/sbatch/`` and renders with StrictUndefined.
 User text never becomes template source: it reaches the template only as
@@ -16,7 +16,8 @@ from pathlib import Path
 import jinja2
 
 from ti_slurm import __version__
-from ti_slurm.plan import Component, JobPlan
+from ti_slurm.job.paths import PLAN
+from ti_slurm.job.plan import Component, JobPlan
 
 _TEMPLATE_DIRS = (
     Path(__file__).resolve().parent / "templates" / "sbatch",  # installed wheel
@@ -93,5 +94,6 @@ def render(plan: JobPlan) -> str:
         output_dir=plan.output_dir,
         workdir=plan.workdir,
         python=plan.python,
+        plan_file=PLAN,
         plan_json=plan.to_json(),
     )

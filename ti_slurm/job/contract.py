@@ -1,6 +1,6 @@
 """The platform contract: the environment each node of a job sees.
 
-``node_contract(plan, env, group)`` is a pure function of the plan and
+``node_contract(plan, env, component, job_dir)`` is a pure function of the plan and
 Slurm's own variables (``SLURM_JOB_NODELIST[_HET_GROUP_<n>]``,
 ``SLURM_NODEID``, ``SLURM_JOB_ID``, ``SLURM_JOB_PARTITION``). It runs in every
 job step, so it imports only the standard library and its siblings.
@@ -13,10 +13,11 @@ address (the local runner uses 127.0.0.1).
 
 from __future__ import annotations
 
-from ti_slurm.errors import TiSlurmError
-from ti_slurm.hostlist import expand
-from ti_slurm.plan import JobPlan
-from ti_slurm.record import Record
+from ti_slurm.errors import ContractError
+from ti_slurm.job.hostlist import expand
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -44,25 +45,19 @@ RDMA_ENV: dict[str, str] = {
 }
 
 MAX_ENV_STRING = 32 * 4096  # Linux's MAX_ARG_STRLEN: one "NAME=value" string, NUL included
-_WORST_ADDR = "255.255.255.255:65535"
-PORT_BLOCK = 8  # ports reserved per job: one per component (Ray takes more, see modes.ray)
-
-
-class ContractError(TiSlurmError):
-    """The step's environment does not describe a job ti-slurm can serve."""
 
 
 class JobLayout(Record):
     """What every node of one job sees alike."""
 
     job_id: int
-    groups: tuple[tuple[str, ...], ...]  # node names per component, in rank order
+    nodes: tuple[tuple[str, ...], ...]  # node names per component, in rank order
     ports: tuple[tuple[int, ...], ...]  # a port per node, per component
     partitions: tuple[str, ...]
     addr: Callable[[str], str]
 
-    def global_index(self, group: int, index: int) -> int:
-        return sum(len(g) for g in self.groups[:group]) + index
+    def global_index(self, component: int, index: int) -> int:
+        return sum(len(names) for names in self.nodes[:component]) + index
 
 
 class NodeContext(Record):
@@ -70,20 +65,20 @@ class NodeContext(Record):
 
     plan: JobPlan
     layout: JobLayout
-    group: int  # component index
+    component: int  # the component's index
     index: int  # node index within the component (SLURM_NODEID)
     job_dir: str
 
     @property
     def global_index(self) -> int:
-        return self.layout.global_index(self.group, self.index)
+        return self.layout.global_index(self.component, self.index)
 
     @property
     def name(self) -> str:
-        return self.layout.groups[self.group][self.index]
+        return self.layout.nodes[self.component][self.index]
 
-    def port(self, group: int, index: int = 0) -> int:
-        return self.layout.ports[group][index]
+    def port(self, component: int, index: int = 0) -> int:
+        return self.layout.ports[component][index]
 
 
 class NodeContract(Record):
@@ -133,7 +128,7 @@ def make_resolver(env: Mapping[str, str]) -> Callable[[str], str]:
 
 
 def job_ports(
-    plan: JobPlan, job_id: int, groups: tuple[tuple[str, ...], ...], per_node: bool
+    plan: JobPlan, job_id: int, nodes: tuple[tuple[str, ...], ...], per_node: bool
 ) -> tuple[tuple[int, ...], ...]:
     """Ports for each node of each component.
 
@@ -142,21 +137,18 @@ def job_ports(
     inside the site's range, which sits above Linux's ephemeral range. The local
     runner puts all nodes on one host, so there each node gets its own port.
     """
-    from ti_slurm.modes import MODES
-
-    block = max(PORT_BLOCK, MODES[plan.mode].PORTS_PER_JOB)
+    mode = get_mode(plan.mode)
+    block, width = mode.ports_per_job, mode.ports_per_node
     lo, hi = plan.port_range
-    slots = (hi - lo + 1) // block
-    step = MODES[plan.mode].PORTS_PER_NODE
-    base = lo + (job_id % slots) * block
+    base = lo + (job_id % ((hi - lo + 1) // block)) * block
     out = []
     offset = 0
-    for g, names in enumerate(groups):
+    for c, names in enumerate(nodes):
         if per_node:
-            out.append(tuple(base + (offset + i) * step for i in range(len(names))))
+            out.append(tuple(base + (offset + i) * width for i in range(len(names))))
             offset += len(names)
         else:
-            out.append(tuple([base + g * step] * len(names)))
+            out.append(tuple([base + c * width] * len(names)))
     return tuple(out)
 
 
@@ -178,18 +170,18 @@ def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
         partitions = [
             env.get(f"SLURM_JOB_PARTITION_HET_GROUP_{g}", env.get("SLURM_JOB_PARTITION", "")) for g in range(n)
         ]
-    groups = tuple(tuple(expand(text)) for text in nodelists)
-    for comp, names in zip(plan.components, groups, strict=True):
+    nodes = tuple(tuple(expand(text)) for text in nodelists)
+    for comp, names in zip(plan.components, nodes, strict=True):
         if len(names) != comp.nodes:
             raise ContractError(
                 f"component {comp.name} expects {comp.nodes} nodes but Slurm gave {len(names)}: {','.join(names)[:200]}"
             )
     per_node = env.get("TI_SLURM_PORT_PER_NODE") == "1"
-    return JobLayout(job_id, groups, job_ports(plan, job_id, groups, per_node), tuple(partitions), make_resolver(env))
+    return JobLayout(job_id, nodes, job_ports(plan, job_id, nodes, per_node), tuple(partitions), make_resolver(env))
 
 
-def rdma_env(plan: JobPlan, group: int, partition: str) -> dict[str, str]:
-    """The NCCL RDMA variables for a node of component ``group`` on ``partition`` (empty when RDMA is off).
+def rdma_env(plan: JobPlan, component: int, partition: str) -> dict[str, str]:
+    """The NCCL RDMA variables for a node of component ``component`` on ``partition`` (empty when RDMA is off).
 
     ``rdma: auto`` follows the TI platform: a job of at least 2 nodes whose nodes are
     whole 8-GPU machines (both numbers are site settings), here on an RDMA partition.
@@ -198,7 +190,7 @@ def rdma_env(plan: JobPlan, group: int, partition: str) -> dict[str, str]:
         plan.rdma == "auto"
         and partition in plan.rdma_partitions
         and plan.total_nodes >= plan.rdma_min_nodes
-        and plan.components[group].gpus_per_node >= plan.rdma_min_gpus_per_node
+        and plan.components[component].gpus_per_node >= plan.rdma_min_gpus_per_node
     )
     if not on:
         return {}
@@ -226,43 +218,23 @@ def check_env_sizes(env: Mapping[str, str]) -> None:
             )
 
 
-def worst_case_sizes(plan: JobPlan) -> dict[str, int]:
-    """Upper bounds, at submit time, of the address-based variables (IPv4 addresses, 5-digit ports)."""
-    from ti_slurm.modes import MODES
-
-    sizes = {}
-    tasks = plan.total_nodes
-    if plan.mode == "ps-worker":
-        cluster = {c.name: [_WORST_ADDR] * c.nodes for c in plan.components}
-        task = {"type": "worker", "index": tasks}
-        sizes["TF_CONFIG"] = env_string_size("TF_CONFIG", MODES["ps-worker"].json_config(cluster, task))
-    if plan.mode in ("mpi", "horovod"):
-        slots = max(c.slots for c in plan.components)
-        sizes["NODE_IP_SLOT_LIST"] = env_string_size(
-            "NODE_IP_SLOT_LIST", ",".join([f"255.255.255.255:{slots}"] * tasks)
-        )
-    return sizes
-
-
-def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: str) -> NodeContract:
-    """This node's contract: the node is ``SLURM_NODEID`` within component ``group``."""
-    from ti_slurm.modes import MODES
-
+def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir: str) -> NodeContract:
+    """This node's contract: the node is ``SLURM_NODEID`` within component number ``component``."""
     layout = job_layout(plan, env)
-    if not 0 <= group < len(layout.groups):
-        raise ContractError(f"group {group} is not a component of this {plan.mode} job")
+    if not 0 <= component < len(layout.nodes):
+        raise ContractError(f"component {component} is not a component of this {plan.mode} job")
     index = _int(env, "SLURM_NODEID")
-    if index >= len(layout.groups[group]):
-        raise ContractError(f"SLURM_NODEID={index} is outside component {plan.components[group].name}")
-    ctx = NodeContext(plan, layout, group, index, job_dir)
-    mode = MODES[plan.mode]
+    if index >= len(layout.nodes[component]):
+        raise ContractError(f"SLURM_NODEID={index} is outside component {plan.components[component].name}")
+    ctx = NodeContext(plan, layout, component, index, job_dir)
+    mode = get_mode(plan.mode)
     contract_env = common_env(ctx)
     contract_env.update(mode.node_env(ctx))
     contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
     check_env_sizes(contract_env)
     return NodeContract(
         env=contract_env,
-        defaults=rdma_env(plan, group, layout.partitions[group]),
+        defaults=rdma_env(plan, component, layout.partitions[component]),
         hostfile=mode.hostfile(ctx),
         node=ctx.name,
         index=index,
@@ -272,21 +244,23 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], group: int, job_dir: st
 
 
 def common_env(ctx: NodeContext) -> dict[str, str]:
-    """Variables every mode shares: NODE_LIST, INDEX, GPU counts."""
+    """Variables every mode shares: NODE_LIST, INDEX, GPU counts, and ti-slurm's own."""
     plan, layout = ctx.plan, ctx.layout
     node_list = ",".join(
         f"{name}:{comp.gpus_per_node}"
-        for comp, names in zip(plan.components, layout.groups, strict=True)
+        for comp, names in zip(plan.components, layout.nodes, strict=True)
         for name in names
     )
+    component = plan.components[ctx.component].name
     return {
         "NODE_LIST": node_list,
         "INDEX": str(ctx.global_index),
         "GPU_NUM": str(sum(c.gpus_per_node * c.nodes for c in plan.components)),
-        "GPU_NUM_PER_NODE": str(plan.components[ctx.group].gpus_per_node),
+        "GPU_NUM_PER_NODE": str(plan.components[ctx.component].gpus_per_node),
         "TI_SLURM_MODE": plan.mode,
         "TI_SLURM_JOB_DIR": ctx.job_dir,
-        "TI_SLURM_GROUP": plan.components[ctx.group].name,
+        "TI_SLURM_COMPONENT": component,
+        "TI_SLURM_GROUP": component,  # the name before TI_SLURM_COMPONENT; kept for scripts that read it
     }
 
 

@@ -151,14 +151,3 @@ def compress(names: list[str]) -> str:
         )
         out.append(f"{prefix}[{body}]")
     return ",".join(out)
-
-
-def expand_tasks_per_node(text: str) -> list[int]:
-    """Expand ``SLURM_TASKS_PER_NODE`` (``2(x3),1`` -> ``[2, 2, 2, 1]``)."""
-    counts: list[int] = []
-    for part in text.split(","):
-        count, _, times = part.partition("(x")
-        if not _number(count) or (times and not (times.endswith(")") and _number(times[:-1]))):
-            raise HostlistError(text, part, "expected N or N(xM)")
-        counts.extend([int(count)] * (int(times[:-1]) if times else 1))
-    return counts

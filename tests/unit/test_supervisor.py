@@ -1,0 +1,139 @@
+"""The supervisor's rule, through a fake launcher: no processes, no Slurm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.job.states import JobState
+from ti_slurm.job.supervisor import Launch, Supervisor
+
+
+class FakeProcess:
+    """Stands in for a Popen: exits with ``code`` after ``polls`` polls (never, with None)."""
+
+    def __init__(self, code: int | None, polls: int = 0) -> None:
+        self.code, self.polls, self.returncode = code, polls, None
+        self.pid = 0
+
+    def poll(self) -> int | None:
+        if self.code is not None and self.polls <= 0:
+            self.returncode = self.code
+            return self.code
+        self.polls -= 1
+        return None
+
+
+class FakeLauncher:
+    """Launches nothing: each node's outcome is scripted as (exit code, polls until it exits)."""
+
+    record_before_stop_on_cancel = False
+
+    def __init__(self, plan: JobPlan, job_dir: Path, script: dict[str, tuple[int | None, int]]) -> None:
+        self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script
+        self.stopped: list[str] = []
+
+    def node_names(self, component: int) -> list[str]:
+        comp = self.plan.components[component]
+        return [f"{comp.name}-host{i}" for i in range(comp.nodes)]
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        comp = plan.components[component]
+        launches = []
+        for index in nodes:
+            code, polls = self.script.get(f"{comp.name}-{index}", (0, 0))
+            if code is not None:  # the node's step records its exit, as the real one does
+                Path(self.paths.nodes_dir).mkdir(parents=True, exist_ok=True)
+                record = {"component": comp.name, "index": index, "node": f"{comp.name}-host{index}"}
+                Path(self.paths.node_record(comp.name, index)).write_text(
+                    json.dumps(record | {"exit_code": code, "ended": float(polls)})
+                )
+            proc = cast(Any, FakeProcess(code, polls))
+            launches.append(Launch(component, comp.name, [index], proc))
+        return launches
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        self.stopped.append(f"{launch.component}-{launch.nodes[0]}")
+        launch.proc.returncode = -15
+
+
+def plan_of(mode: str, *components: tuple[str, int]) -> JobPlan:
+    return JobPlan("t", mode, "true", tuple(Component(name, n, 0, 1) for name, n in components))
+
+
+def run(plan: JobPlan, tmp_path: Path, script: dict[str, tuple[int | None, int]]) -> tuple[Any, FakeLauncher]:
+    launcher = FakeLauncher(plan, tmp_path, script)
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    return outcome, launcher
+
+
+def events(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(JobPaths(str(tmp_path)).status).read_text().splitlines()]
+
+
+def test_every_node_exiting_0_completes_the_job(tmp_path: Path) -> None:
+    outcome, _ = run(plan_of("ddp", ("ddp", 3)), tmp_path, {})
+    assert outcome.state is JobState.COMPLETED and outcome.exit_code == 0
+    assert [e["event"] for e in events(tmp_path)] == ["start", "step-exit", "step-exit", "step-exit", "end"]
+    assert events(tmp_path)[0]["components"] == [{"name": "ddp", "nodes": ["ddp-host0", "ddp-host1", "ddp-host2"]}]
+
+
+def test_the_first_failing_node_fails_the_job_and_the_rest_are_stopped(tmp_path: Path) -> None:
+    outcome, launcher = run(plan_of("mpi", ("mpi", 3)), tmp_path, {"mpi-1": (3, 2), "mpi-2": (None, 0)})
+    assert outcome.state is JobState.FAILED and outcome.exit_code == 3
+    assert outcome.failed == {"component": "mpi", "node": "mpi-host1", "index": 1, "exit_code": 3}
+    assert launcher.stopped == ["mpi-2"]
+    assert events(tmp_path)[-1]["state"] == "FAILED"
+
+
+def test_parameter_servers_are_stopped_once_every_worker_succeeded(tmp_path: Path) -> None:
+    plan = plan_of("ps-worker", ("ps", 2), ("worker", 2))
+    outcome, launcher = run(plan, tmp_path, {"ps-0": (None, 0), "ps-1": (None, 0), "worker-1": (0, 3)})
+    assert outcome.state is JobState.COMPLETED
+    assert sorted(launcher.stopped) == ["ps-0", "ps-1"]
+    stopped = [e for e in events(tmp_path) if e["event"] == "step-exit" and e["stopped"]]
+    assert [e["component"] for e in stopped] == ["ps", "ps"]
+
+
+def test_a_parameter_server_exiting_while_workers_run_fails_the_job(tmp_path: Path) -> None:
+    plan = plan_of("ps-worker", ("ps", 1), ("worker", 1))
+    outcome, _ = run(plan, tmp_path, {"ps-0": (0, 1), "worker-0": (None, 0)})
+    assert outcome.state is JobState.FAILED
+    assert outcome.reason == "ps node ps-host0 (index 0) exited 0 while the job was still running"
+
+
+def test_a_step_that_exits_0_without_its_node_records_fails_the_job(tmp_path: Path) -> None:
+    class NoRecords(FakeLauncher):
+        def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+            return [Launch(component, plan.components[component].name, nodes, cast(Any, FakeProcess(0)))]
+
+    plan = plan_of("ddp", ("ddp", 2))
+    launcher = NoRecords(plan, tmp_path, {})
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    assert outcome.state is JobState.FAILED
+    assert outcome.reason.startswith("ddp step exited 0 but node(s) ddp-host0,ddp-host1 left no exit record")
+
+
+def test_horovod_launches_the_launcher_only(tmp_path: Path) -> None:
+    plan = plan_of("horovod", ("horovod", 4))
+    outcome, _ = run(plan, tmp_path, {})
+    assert outcome.state is JobState.COMPLETED
+    assert [e["nodes"] for e in events(tmp_path) if e["event"] == "step-exit"] == [[0]]
+
+
+@pytest.mark.parametrize("record_first", [True, False])
+def test_a_cancelled_job_records_cancelled_in_the_order_its_launcher_needs(tmp_path: Path, record_first: bool) -> None:
+    plan = plan_of("ddp", ("ddp", 1))
+    launcher = FakeLauncher(plan, tmp_path, {"ddp-0": (None, 0)})
+    launcher.record_before_stop_on_cancel = record_first
+    supervisor = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None)
+    supervisor._cancel_signal = 15  # as the SIGTERM handler sets it
+    outcome = supervisor.run()
+    assert outcome.state is JobState.CANCELLED and outcome.reason == "received signal SIGTERM"
+    kinds = [e["event"] for e in events(tmp_path)]
+    assert kinds == (["start", "end", "step-exit"] if record_first else ["start", "step-exit", "end"])

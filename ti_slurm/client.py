@@ -1,0 +1,329 @@
+"""The Python API: what ``ti-slurm`` does, from one entry point, with the same behaviour.
+
+::
+
+    import ti_slurm
+
+    job = ti_slurm.submit("job.yaml")              # or a dict or a JobSpec; backend="local", host="login"
+    job.id, job.state                               # "123", JobState.RUNNING
+    final = job.wait(on_change=print)               # the final JobStatus; a failed job raises nothing
+    for line in job.logs(node="ddp-1"): ...
+    job.cancel()
+    ti_slurm.get_job("123")                         # a job submitted earlier, from any process
+    ti_slurm.jobs()                                 # this account's jobs: one queue query per backend and host
+    ti_slurm.render("job.yaml"); ti_slurm.plan("job.yaml")
+
+The CLI is a thin layer over these functions. Every error a user can cause
+is a :class:`~ti_slurm.errors.TiSlurmError` with the one-line message the CLI
+prints.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ti_slurm.backends import Backend, JobInfo, get_backend
+from ti_slurm.errors import ConfigError, SpecError, UnknownJobError
+from ti_slurm.job.paths import JobPaths, node_label
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.states import JobState
+from ti_slurm.spec import JobSpec, load_spec, parse_spec
+from ti_slurm.status import JobStatus, job_status, parse_events
+
+if TYPE_CHECKING:
+    from ti_slurm.backends.ssh import SSHBackend
+
+SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
+"""A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
+
+FOLLOW_POLL_MAX = 5.0  # seconds between queries while following a job, at most
+
+
+def load(spec: SpecLike) -> JobSpec:
+    """A validated spec from a file path, a mapping, or a :class:`JobSpec`."""
+    if isinstance(spec, JobSpec):
+        return spec
+    if isinstance(spec, str | os.PathLike):
+        return load_spec(spec)
+    if isinstance(spec, Mapping):
+        return parse_spec(dict(spec))
+    raise SpecError("spec", type(spec).__name__, "expected a spec file's path, a mapping or a JobSpec")
+
+
+def plan(spec: SpecLike, *, python: str | None = None, remote: bool = False) -> JobPlan:
+    """The plan ``submit`` would send: site config applied, paths absolute, sizes checked."""
+    from ti_slurm.planning import plan_job
+
+    return plan_job(load(spec), remote=remote, python=python)
+
+
+def render(spec: SpecLike, *, python: str | None = None) -> str:
+    """The sbatch script ``submit`` would send (a dry run)."""
+    from ti_slurm.script import render as render_plan
+
+    return render_plan(plan(spec, python=python))
+
+
+def user_remote_host() -> str:
+    """``host`` under ``[remote]`` in ``$XDG_CONFIG_HOME/ti-slurm/config.toml`` (``~/.config/...``)."""
+    import tomllib
+
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "ti-slurm", "config.toml")
+    if not os.path.exists(path):
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError("user config", path, f"cannot read: {exc}") from None
+    remote = data.get("remote", {})
+    host = remote.get("host", "") if isinstance(remote, dict) else None
+    if not isinstance(host, str) or set(data) - {"remote"} or set(remote) - {"host"}:
+        raise ConfigError("user config", path, 'expected only [remote] host = "login"')
+    return host
+
+
+def open_backend(
+    name: str, host: str = "", *, accept_new_host_key: bool = False, ssh_config: str | None = None
+) -> Backend:
+    """The backend called ``name``; a host means the Slurm commands over SSH."""
+    return get_backend("ssh" if host else name, host, accept_new_host_key, ssh_config)
+
+
+def submit(
+    spec: SpecLike,
+    *,
+    backend: str | None = None,
+    host: str | None = None,
+    sync: str | None = None,
+    accept_new_host_key: bool = False,
+    ssh_config: str | None = None,
+) -> Job:
+    """Submit a job; return its handle once the scheduler has its id.
+
+    ``backend`` is ``"slurm"`` (the default), ``"local"`` (every node a process
+    on this machine) or ``"pyslurm"``. ``host`` submits over SSH to a login
+    node (``host``, ``user@host[:port]`` or an ``~/.ssh/config`` alias); without
+    it, the spec's ``remote.host`` and then the user config's are used, unless
+    ``backend`` is given. ``sync`` uploads a directory's changed files to the
+    remote workdir first. The job is recorded so :func:`job` and :func:`jobs`
+    find it later, from this process or another.
+    """
+    from ti_slurm.planning import plan_job
+    from ti_slurm.registry import remember
+    from ti_slurm.script import render as render_plan
+
+    job_spec = load(spec)
+    if host is None:
+        host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
+    if sync and not host:
+        raise ConfigError("sync", sync, "uploads to a login node: give a host too")
+    submission = uuid.uuid4().hex[:16]
+    synced: int | None = None
+    chosen: Backend
+    if host:
+        ssh = _ssh_backend(host, accept_new_host_key, ssh_config)
+        if sync:  # the files must be there before the job is
+            from ti_slurm.backends.ssh import sync_tree
+
+            job_plan = plan_job(job_spec, remote=True, submission=submission)
+            synced = sync_tree(ssh.session, sync, job_plan.workdir or ".")
+            info = ssh.submit(job_plan, render_plan(job_plan))
+        else:
+            # Start the remote half of the submit first: it waits for its input while
+            # the plan is made and rendered here, so the remote login shell starts
+            # meanwhile. If planning fails, its input ends empty and nothing is submitted.
+            started = ssh.start_submit(submission)
+            try:
+                job_plan = plan_job(job_spec, remote=True, submission=submission)
+                script = render_plan(job_plan)
+            except BaseException:
+                ssh.abandon_submit(started)
+                raise
+            info = ssh.finish_submit(started, job_plan, script)
+        chosen = ssh
+    else:
+        chosen = open_backend(backend or "slurm")
+        job_plan = plan_job(job_spec, submission=submission)
+        info = chosen.submit(job_plan, render_plan(job_plan))
+    remember(info)
+    submitted = Job(info, chosen)
+    submitted.synced_files = synced
+    return submitted
+
+
+def _ssh_backend(host: str, accept_new_host_key: bool, ssh_config: str | None) -> SSHBackend:
+    from ti_slurm.backends.ssh import SSHBackend
+
+    backend = get_backend("ssh", host, accept_new_host_key, ssh_config)
+    assert isinstance(backend, SSHBackend)
+    return backend
+
+
+def get_job(
+    job_id: str, *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
+) -> Job:
+    """The handle of a job submitted earlier: from this account's records, else asked of the scheduler."""
+    from ti_slurm.registry import recall
+
+    job_id = str(job_id)
+    info = recall(job_id)
+    host = host or (info.host if info else "")
+    options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    if info is None:
+        if job_id.startswith("local-"):
+            raise UnknownJobError(f"job {job_id}: unknown local job (not submitted from this account)")
+        backend = open_backend("slurm", host, **options)
+        info = JobInfo(job_id, backend=backend.name, job_dir=backend.find_job_dir(job_id) or "", host=host)
+        return Job(info, backend)
+    return Job(info, open_backend(info.backend, host, **options))
+
+
+def jobs(
+    *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
+) -> list[JobStatus]:
+    """The status of every job submitted from this account (optionally only those on ``host``).
+
+    One queue query per backend and host serves all of them.
+    """
+    from ti_slurm.registry import recall_all
+
+    infos = [j for j in recall_all() if not host or j.host == host]
+    out: list[JobStatus] = []
+    for name, on_host in sorted({(j.backend, j.host) for j in infos}):
+        backend = open_backend(name, on_host, accept_new_host_key=accept_new_host_key, ssh_config=ssh_config)
+        group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
+        queued = backend.queue_states(group)
+        out.extend(job_status(j, read_events(backend, j), queued.get(j.job_id)) for j in group)
+    order = {j.job_id: i for i, j in enumerate(infos)}
+    return sorted(out, key=lambda s: order[s.job_id])
+
+
+def read_events(backend: Backend, info: JobInfo) -> list[dict[str, Any]]:
+    """The job's events from its ``status.jsonl``, through whichever backend reaches it."""
+    return parse_events(backend.read_text(JobPaths(info.job_dir).status)) if info.job_dir else []
+
+
+class Job:
+    """A submitted job: its id, its state, and what can be done with it."""
+
+    def __init__(self, info: JobInfo, backend: Backend) -> None:
+        self.info, self.backend = info, backend
+        self.synced_files: int | None = None  # submit(sync=...): how many files went up
+
+    def __repr__(self) -> str:
+        return f"Job({self.id!r}, backend={self.backend.name!r})"
+
+    @property
+    def id(self) -> str:
+        return self.info.job_id
+
+    @property
+    def job_dir(self) -> str:
+        return self.info.job_dir
+
+    @property
+    def state(self) -> JobState:
+        """The job's state now (asks the job's record and the queue)."""
+        return self.status().state
+
+    def status(self) -> JobStatus:
+        """Components, nodes, the failed node and exit codes: the data of ``ti-slurm status --json``."""
+        queued = self.backend.queue_states([self.info]).get(self.id)
+        status = job_status(self.info, read_events(self.backend, self.info), queued)
+        if queued is None and not status.state.is_terminal and self.job_dir:
+            time.sleep(1.0)  # the job just left the queue; its last line may still be landing
+            status = job_status(self.info, read_events(self.backend, self.info), None)
+        if status.state is JobState.UNKNOWN and not status.components and not self.info.name:
+            raise UnknownJobError(f"job {self.id}: not queued and no record of it here (unknown id, or not yours)")
+        return status
+
+    def wait(self, timeout: float | None = None, on_change: Callable[[JobStatus], object] | None = None) -> JobStatus:
+        """Follow the job until it ends; return its final status (a failed job raises nothing).
+
+        ``on_change`` is called with the status whenever its progress line changes
+        (:func:`ti_slurm.status.progress_line`). Past ``timeout`` seconds, a
+        :class:`TimeoutError` is raised and the job keeps running.
+        """
+        from ti_slurm.status import progress_line
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay, last = 0.2, ""
+        while True:
+            status = self.status()
+            line = progress_line(status)
+            if line != last:
+                last = line
+                if on_change is not None:
+                    on_change(status)
+            if status.settled:
+                return status
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise TimeoutError(f"job {self.id} is still {status.state} after {timeout}s")
+            time.sleep(delay)
+            delay = min(delay * 1.5, FOLLOW_POLL_MAX)
+
+    def cancel(self) -> None:
+        """Ask the scheduler to cancel the job (every node's processes are stopped)."""
+        self.backend.cancel(self.info)
+
+    def log_files(self, node: str | None = None, status: JobStatus | None = None) -> list[tuple[str, str]]:
+        """(label, path) of each node's log; ``node`` picks one by its INDEX, its name or ``<component>-<n>``."""
+        status = status or self.status()
+        paths = JobPaths(status.job_dir)
+        files: list[tuple[str, str]] = []
+        index = 0
+        for comp in status.components:
+            for n, name in enumerate(comp.nodes):
+                label = node_label(comp.name, n)
+                if node is None or node in (label, name, str(index)):
+                    files.append((f"{label} ({name})", paths.node_log(comp.name, n)))
+                index += 1
+        if node is not None and not files:
+            raise ConfigError(
+                "node", node, f"no such node in job {self.id} (use an INDEX, a node name or <component>-<n>)"
+            )
+        return files
+
+    def logs(self, node: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The job's log lines (each node's, headed ``==> label <==`` when there are several).
+
+        With ``follow``, keep yielding new lines until the job ends; a line still
+        being written waits until it is complete.
+        """
+        offsets: dict[str, int] = {}
+        while True:
+            status = self.status()
+            last_round = not follow or status.settled
+            for label, path in self.log_files(node, status):
+                text = self.backend.read_text(path) or ""
+                start = offsets.get(path, 0)
+                end = len(text) if last_round else text.rfind("\n", start) + 1
+                if end <= start:
+                    continue
+                if node is None:
+                    yield f"==> {label} <=="
+                yield from text[start:end].splitlines()
+                offsets[path] = end
+            if last_round:
+                return
+            time.sleep(1.0)
+
+    def failure_tail(self, status: JobStatus, lines: int = 20) -> str:
+        """The last lines of the failed node's log, with the command that shows all of it ("" if none)."""
+        comp, index = status.failed.get("component"), status.failed.get("index")
+        if comp is None or index is None or not status.job_dir:
+            return ""
+        label = node_label(comp, index)
+        text = self.backend.read_text(JobPaths(status.job_dir).node_log(comp, index))
+        if not text:
+            return ""
+        tail = text.splitlines()[-lines:]
+        everything = f"ti-slurm logs {status.job_id} --node {label}"
+        head = f"ti-slurm: last {len(tail)} lines of {label}.log (all of it: {everything}):\n"
+        return head + "".join(f"  | {line}\n" for line in tail)

@@ -1,0 +1,104 @@
+"""Hand-written sbatch scripts (``ti-slurm exec`` and ``ti-slurm env``): a plan without a spec.
+
+The mode and GPUs per node come from flags (or ``SLURM_GPUS_ON_NODE``), the
+nodes of each component from this step's Slurm variables, and the job
+directory from the Prolog's or a private per-user one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ti_slurm.errors import ContractError
+from ti_slurm.job.hostlist import expand
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.plan import Component, JobPlan
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+def adhoc_plan(
+    mode: str,
+    env: Mapping[str, str],
+    gpus_per_node: int | None,
+    master_port: int | None,
+    rdma: str,
+    component: int | None,
+    rendezvous_timeout: int,
+) -> tuple[JobPlan, int]:
+    """A plan and this step's component index, from flags and this step's Slurm variables."""
+    from ti_slurm.site import load_site_config
+
+    if gpus_per_node is None:
+        on_node = env.get("SLURM_GPUS_ON_NODE", "0")
+        gpus_per_node = int(on_node) if on_node.isdigit() else 0
+    het = int(env.get("SLURM_HET_SIZE", "1") or "1")
+    if het > 1:
+        lists = [env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{c}", "") for c in range(het)]
+        counts = [len(expand(text)) for text in lists]
+        if component is None:  # inside `srun --het-group=N`, SLURM_JOB_NODELIST is component N's list
+            matches = [c for c, text in enumerate(lists) if text == env.get("SLURM_JOB_NODELIST")]
+            if len(matches) != 1:
+                raise ContractError("cannot tell this step's component: pass --group N")
+            component = matches[0]
+    else:
+        nodelist = env.get("SLURM_JOB_NODELIST")
+        if not nodelist:
+            raise ContractError("SLURM_JOB_NODELIST is not set: run this inside a Slurm job (srun ti-slurm ...)")
+        counts = [len(expand(nodelist))]
+        component = component or 0
+    names = get_mode(mode).component_names(len(counts))
+    if len(names) != len(counts):
+        raise ContractError(f"mode {mode} needs {len(names)} component(s); this job has {len(counts)}")
+    site = load_site_config()
+    components = tuple(Component(n, c, gpus_per_node, 1) for n, c in zip(names, counts, strict=True))
+    plan = JobPlan(
+        name=env.get("SLURM_JOB_NAME", "ti-slurm"),
+        mode=mode,
+        command="",
+        components=components,
+        rdma=rdma,
+        master_port=master_port,
+        **site.plan_fields(),
+        rendezvous_timeout=rendezvous_timeout,
+        python=site.python or sys.executable,
+    )
+    return plan, component
+
+
+def adhoc_job_dir(env: Mapping[str, str]) -> str:
+    """Where ``ti-slurm exec``/``env`` put the job's files.
+
+    ``TI_SLURM_JOB_DIR`` if set; else the directory the site's Prolog made
+    (``<job_dir_base>/<job id>``, when it exists and is this user's); else a
+    private per-user, per-job directory under ``$TMPDIR``.
+    """
+    if env.get("TI_SLURM_JOB_DIR"):
+        return env["TI_SLURM_JOB_DIR"]
+    import stat
+    import tempfile
+
+    from ti_slurm.site import load_site_config
+
+    prolog_dir = os.path.join(load_site_config().job_dir_base, env.get("SLURM_JOB_ID", "0"))
+    try:
+        info = os.lstat(prolog_dir)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return prolog_dir
+    except OSError:
+        pass
+
+    base = os.path.join(env.get("TMPDIR") or tempfile.gettempdir(), f"ti-slurm-{os.getuid()}")
+    try:  # noqa: SIM105 (contextlib is not imported on the job path)
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(base)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ContractError(f"{base} is not a private directory of this user; refusing to write job files there")
+    job_dir = os.path.join(base, env.get("SLURM_JOB_ID", "0"))
+    os.makedirs(job_dir, mode=0o700, exist_ok=True)
+    return job_dir

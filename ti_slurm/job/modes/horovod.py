@@ -1,0 +1,35 @@
+"""Horovod: like MPI, but the command runs on the launcher (node 0) only.
+
+The workers stay allocated and reachable (through the launch agent, as in
+MPI mode) until the launcher ends; the job's result is the launcher's.
+"""
+
+from __future__ import annotations
+
+from ti_slurm.job.modes import Rule
+from ti_slurm.job.modes.mpi import MPI
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from ti_slurm.job.contract import NodeContext
+    from ti_slurm.job.node import NodeRun
+
+
+class Horovod(MPI):
+    name = "horovod"
+    rule = Rule(launcher_only=True)
+
+    def runs_command(self, ctx: NodeContext) -> bool:
+        return ctx.global_index == 0
+
+    def run_node(self, run: NodeRun) -> int:
+        if run.contract.runs_command:
+            return run.run_command()
+        # A worker of a hand-written script (ti-slurm exec on every node): stay allocated until stopped.
+        import signal
+
+        signal.sigwait({signal.SIGTERM, signal.SIGINT})
+        return 0
+
+
+MODE = Horovod()

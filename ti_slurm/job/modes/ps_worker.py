@@ -1,0 +1,70 @@
+"""TensorFlow PS-Worker: two components, ``ps`` then ``worker``.
+
+Every task gets ``TF_CONFIG`` with the ``ip:port`` of every ps and worker
+task and its own ``task.type``/``task.index``. Parameter servers never exit
+by themselves: the job is done when every worker has exited 0, then the ps
+tasks are stopped and the job succeeds. With ``platform: modelarts`` each
+task's command gets ModelArts' ``--task_name=ps|worker`` appended.
+"""
+
+from __future__ import annotations
+
+from ti_slurm.job import lightjson
+from ti_slurm.job.modes import Mode, Rule, component
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from ti_slurm.job.contract import NodeContext
+    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.spec import JobSpec
+
+WORST_ADDR = "255.255.255.255:65535"
+
+
+def tf_config(cluster: dict[str, list[str]], task: dict[str, object]) -> str:
+    """The TF_CONFIG text, compact (the seed's layout, without the indentation)."""
+    return lightjson.dumps({"cluster": cluster, "task": task, "environment": "cloud"})
+
+
+class PSWorker(Mode):
+    name = "ps-worker"
+    rule = Rule(required=("worker",))
+    role_fields = ("ps", "worker")
+
+    def check_spec(self, spec: JobSpec) -> None:
+        from ti_slurm.errors import SpecError
+
+        for key in self.role_fields:
+            if getattr(spec, key) is None:
+                raise SpecError(key, None, "mode ps-worker needs both 'ps' and 'worker' (each at least 1 node)")
+
+    def components(self, spec: JobSpec) -> tuple[Component, ...]:
+        # ModelArts tells each task its role with the hyperparameter --task_name
+        def command(role: str) -> str:
+            return f"{spec.command} --task_name={role}" if spec.platform == "modelarts" else ""
+
+        return tuple(component(role, getattr(spec, role), spec, command(role)) for role in self.role_fields)
+
+    def component_names(self, count: int) -> list[str]:
+        return list(self.role_fields)
+
+    def env_bounds(self, plan: JobPlan) -> dict[str, int]:
+        from ti_slurm.job.contract import env_string_size
+
+        cluster = {c.name: [WORST_ADDR] * c.nodes for c in plan.components}
+        worst = tf_config(cluster, {"type": "worker", "index": plan.total_nodes})
+        return {"TF_CONFIG": env_string_size("TF_CONFIG", worst)}
+
+    def role(self, ctx: NodeContext) -> str:
+        return ctx.plan.components[ctx.component].name
+
+    def node_env(self, ctx: NodeContext) -> dict[str, str]:
+        addr = ctx.layout.addr
+        cluster = {
+            comp.name: [f"{addr(n)}:{ctx.port(c, i)}" for i, n in enumerate(ctx.layout.nodes[c])]
+            for c, comp in enumerate(ctx.plan.components)
+        }
+        return {"TF_CONFIG": tf_config(cluster, {"type": self.role(ctx), "index": ctx.index})}
+
+
+MODE = PSWorker()

@@ -1,0 +1,193 @@
+"""Ray: a head component and up to five worker groups.
+
+``HEAD_ADDR``/``HEAD_PORT`` name the head, ``RANK`` and ``INDEX`` are the
+node's place (head = 0). Every node joins the Ray cluster with the custom
+resource ``Rank:<rank>``, so ``@ray.remote(resources={"Rank:1": 0.001})``
+lands on the node with RANK 1. The command runs on the head only, once every
+node has joined, with ``RAY_ADDRESS`` set so a bare ``ray.init()`` connects.
+The head's exit code is the job's; workers are stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ti_slurm.job.modes import Mode, Rule, component
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from ti_slurm.job.contract import NodeContext
+    from ti_slurm.job.node import NodeRun
+    from ti_slurm.job.plan import Component
+    from ti_slurm.spec import JobSpec
+
+MAX_WORKER_GROUPS = 5  # the TI platform allows at most 5 worker groups
+PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metrics and worker ports
+
+
+class Ray(Mode):
+    name = "ray"
+    rule = Rule(required=("head",))
+    role_fields = ("head", "worker_groups")
+    ports_per_node = PORTS_PER_NODE
+    ports_per_job = (1 + MAX_WORKER_GROUPS) * PORTS_PER_NODE
+
+    def check_spec(self, spec: JobSpec) -> None:
+        from ti_slurm.errors import SpecError
+
+        for where, cpus in spec.cpu_counts():
+            if cpus != int(cpus):
+                raise SpecError(
+                    where, cpus, f"Ray schedules whole CPUs and would truncate {cpus} to {int(cpus)}; use an integer"
+                )
+        if spec.head is not None and spec.head.nodes != 1:
+            raise SpecError("head.nodes", spec.head.nodes, "a Ray cluster has exactly one head node")
+        groups = spec.worker_groups or []
+        if len(groups) > MAX_WORKER_GROUPS:
+            raise SpecError(
+                "worker_groups", f"{len(groups)} groups", f"Ray takes at most {MAX_WORKER_GROUPS} worker groups"
+            )
+
+    def components(self, spec: JobSpec) -> tuple[Component, ...]:
+        head = component("head", spec.head, spec)
+        return (head, *(component(f"worker{i + 1}", g, spec) for i, g in enumerate(spec.worker_groups or [])))
+
+    def component_names(self, count: int) -> list[str]:
+        return ["head"] + [f"worker{i}" for i in range(1, count)]
+
+    def role(self, ctx: NodeContext) -> str:
+        return "head" if ctx.component == 0 else "worker"
+
+    def node_env(self, ctx: NodeContext) -> dict[str, str]:
+        import tempfile
+
+        head_addr = ctx.layout.addr(ctx.layout.nodes[0][0])
+        head_port = ctx.port(0)
+        comp = ctx.plan.components[ctx.component]
+        env = {
+            "HEAD_ADDR": head_addr,
+            "HEAD_PORT": str(head_port),
+            "RANK": str(ctx.global_index),
+            "TI_SLURM_RAY_PORT_BASE": str(ctx.port(ctx.component, ctx.index)),
+            "TI_SLURM_RAY_NODE_IP": ctx.layout.addr(ctx.name),
+            # Ray's sockets live under its temp dir: one per node, so nodes sharing a host never clash
+            "TI_SLURM_RAY_TEMP_DIR": os.path.join(
+                tempfile.gettempdir(), f"ti-ray-{ctx.layout.job_id}-{ctx.global_index}"
+            ),
+            "TI_SLURM_RAY_CPUS": str(comp.cpus_per_node),
+            "TI_SLURM_RAY_GPUS": str(comp.gpus_per_node),
+        }
+        if ctx.component == 0:
+            env["RAY_ADDRESS"] = f"{head_addr}:{head_port}"
+        return env
+
+    def runs_command(self, ctx: NodeContext) -> bool:
+        return ctx.component == 0
+
+    def run_node(self, run: NodeRun) -> int:
+        """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block.
+
+        Every Ray daemon of the job runs under ``ray start --block`` in a process group
+        of its own, so stopping it stops exactly this job's Ray (``ray stop`` would
+        stop every Ray on the machine, other jobs' included).
+        """
+        import shutil
+
+        from ti_slurm.job.node import wait_for_port
+        from ti_slurm.job.process import start_group, terminate
+
+        plan, env = run.plan, run.env
+        head_addr, head_port = env["HEAD_ADDR"], int(env["HEAD_PORT"])
+        if run.contract.role == "worker":
+            if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout):
+                print(f"ti-slurm: Ray head {head_addr}:{head_port} did not come up", file=sys.stderr, flush=True)
+                run.record(124)
+                return 124
+            try:
+                return run.run_command(_join(ray_start_args(env, head=False)))
+            finally:
+                shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
+        head = start_group(ray_start_args(env, head=True), env, plan.workdir or None)
+        try:
+            if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
+                print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
+                run.record(124)
+                return 124
+            import subprocess
+
+            probe = "import sys; from ti_slurm.job.modes.ray import wait_for_nodes as w; sys.exit(w(*sys.argv[1:]))"
+            args = [env["RAY_ADDRESS"], str(plan.total_nodes), str(plan.rendezvous_timeout)]
+            if subprocess.run([sys.executable, "-c", probe, *args], env=env, check=False).returncode != 0:
+                run.record(124)
+                return 124
+            return run.run_command()
+        finally:
+            terminate(head, plan.stop_grace, group=True)
+            shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
+
+
+MODE = Ray()
+
+
+def ray_start_args(env: dict[str, str], head: bool) -> list[str]:
+    """``ray start`` arguments with every port taken from this job's block (no clashes between jobs)."""
+    base = int(env["TI_SLURM_RAY_PORT_BASE"])
+    args = [
+        "ray",
+        "start",
+        f"--node-ip-address={env['TI_SLURM_RAY_NODE_IP']}",
+        f"--num-cpus={env['TI_SLURM_RAY_CPUS']}",
+        f"--num-gpus={env['TI_SLURM_RAY_GPUS']}",
+        f'--resources={{"Rank:{env["RANK"]}": 1}}',
+        f"--node-manager-port={base + 1}",
+        f"--object-manager-port={base + 2}",
+        f"--dashboard-agent-grpc-port={base + 3}",
+        f"--dashboard-agent-listen-port={base + 4}",
+        f"--metrics-export-port={base + 5}",
+        f"--runtime-env-agent-port={base + 6}",
+        f"--min-worker-port={base + 8}",
+        f"--max-worker-port={base + PORTS_PER_NODE - 1}",
+        f"--object-store-memory={env.get('TI_SLURM_RAY_OBJECT_STORE', str(100 * 1024 * 1024))}",
+        "--disable-usage-stats",
+        f"--temp-dir={env['TI_SLURM_RAY_TEMP_DIR']}",
+    ]
+    if head:
+        args += [
+            "--head",
+            f"--port={env['HEAD_PORT']}",
+            f"--ray-client-server-port={base + 7}",
+            "--include-dashboard=false",
+        ]
+    else:
+        args += [f"--address={env['HEAD_ADDR']}:{env['HEAD_PORT']}"]
+    return [*args, "--block"]
+
+
+def _join(args: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def wait_for_nodes(address: str, expected_nodes: str, timeout_seconds: str) -> int:
+    """Poll the Ray cluster until ``expected_nodes`` nodes are alive; 0 on success."""
+    import logging
+
+    import ray
+
+    expected, timeout = int(expected_nodes), float(timeout_seconds)
+    ray.init(address=address, logging_level=logging.ERROR)
+    deadline = time.monotonic() + timeout
+    alive = 0
+    while time.monotonic() < deadline:
+        nodes: list[dict[str, object]] = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = len([n for n in nodes if n.get("Alive")])
+        if alive >= expected:
+            ray.shutdown()
+            return 0
+        time.sleep(0.5)
+    print(f"ti-slurm: only {alive} of {expected} Ray nodes joined within {timeout:.0f}s", file=sys.stderr, flush=True)
+    ray.shutdown()
+    return 1

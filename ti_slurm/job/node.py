@@ -1,0 +1,129 @@
+"""Each node's step: its contract, its files, then the user's command.
+
+Runs once per node in every job step (through :mod:`ti_slurm.job.main`), so
+it imports only the standard library and the light job modules, and those
+that only running the command needs (``subprocess``, ``signal``, ``socket``)
+only when it gets there.
+
+It computes this node's contract, writes the hostfile and launch agent the
+mode needs, hands the node to its mode (which runs the command with
+``bash -c`` in its own process group, forwarding SIGTERM/SIGINT to it; DDP
+workers wait for the master first; Ray runs its node runtime), and records
+the exit code in ``<job dir>/nodes/``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ti_slurm.job.contract import NodeContract, apply, node_contract
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.process import run_command
+from ti_slurm.job.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to ``path`` via a temporary file and rename (safe when nodes race)."""
+    tmp = f"{path}.tmp.{os.getpid()}.{os.uname().nodename}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
+    """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs."""
+    if contract.hostfile is None:
+        return
+    from ti_slurm.job import main
+
+    paths = JobPaths(job_dir)
+    write_atomic(paths.hostfile, contract.hostfile)
+    os.makedirs(paths.agent_dir, exist_ok=True)
+    argv = " ".join(main.shell_quote(word) for word in main.command(plan.python, "agent"))
+    agent = f'#!/bin/sh\nexec {argv} "$@"\n'
+    write_atomic(os.path.join(paths.agent_dir, "ssh"), agent, 0o755)
+    write_atomic(os.path.join(paths.agent_dir, "ti-slurm-ssh"), agent, 0o755)
+
+
+def wait_for_port(addr: str, port: int, timeout: float) -> bool:
+    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=min(2.0, timeout)):
+                return True
+        except OSError:
+            if time.monotonic() + delay > deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def record_exit(job_dir: str, plan: JobPlan, component: int, index: int, node: str, code: int, started: float) -> None:
+    """Write this node's exit record (``nodes/<component>.<index>.json``) for the supervisor and ``status``."""
+    from ti_slurm.job import lightjson
+
+    paths = JobPaths(job_dir)
+    os.makedirs(paths.nodes_dir, exist_ok=True)
+    name = plan.components[component].name
+    record = {
+        "component": name,
+        "index": index,
+        "node": node,
+        "exit_code": code,
+        "started": started,
+        "ended": time.time(),
+    }
+    write_atomic(paths.node_record(name, index), lightjson.dumps(record) + "\n")
+
+
+class NodeRun(Record):
+    """One node's share of a running job, as its mode sees it."""
+
+    plan: JobPlan
+    component: int  # the component's index
+    contract: NodeContract
+    env: dict[str, str]  # the command's whole environment
+    job_dir: str
+    started: float
+
+    def record(self, code: int) -> None:
+        """Record this node's exit code (the supervisor judges the job by these records)."""
+        contract = self.contract
+        record_exit(self.job_dir, self.plan, self.component, contract.index, contract.node, code, self.started)
+
+    def run_command(self, command: str | None = None) -> int:
+        """Run ``command`` (default: this component's start command), record its exit code, return it."""
+        plan = self.plan
+        code = run_command(command or plan.command_of(self.component), self.env, plan.workdir, plan.stop_grace)
+        self.record(code)
+        return code
+
+
+def prepare_node(
+    plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str]
+) -> tuple[NodeContract, dict[str, str]]:
+    """This node's contract, its files written, and the command's full environment."""
+    os.makedirs(job_dir, exist_ok=True)
+    contract = node_contract(plan, environ, component, job_dir)
+    prepare_files(plan, contract, job_dir)
+    return contract, apply(contract, environ, plan.env)
+
+
+def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str] | None = None) -> int:
+    """Serve this node's share of the job; return the exit code to report."""
+    environ = os.environ if environ is None else environ
+    started = time.time()
+    contract, env = prepare_node(plan, component, job_dir, environ)
+    return get_mode(plan.mode).run_node(NodeRun(plan, component, contract, env, job_dir, started))

@@ -1,0 +1,84 @@
+"""The job directory: one definition of its layout.
+
+Every job has a directory, ``<output_dir>/<job id>/``, on storage that every
+node and the submitting machine share::
+
+    plan.json                   the JobPlan, written by the batch script (or the local backend)
+    status.jsonl                the supervisor's events: start, step-exit, end
+    nodes/<component>.<n>.json  each node's own exit record (the supervisor judges by these)
+    logs/<component>-<n>.log    each node's output
+    hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
+    bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
+    supervisor.log, .pid        the local backend's supervisor process
+
+The sbatch template, each node's step, the supervisor, the backends and
+``status`` all take the names from here. Standard library only: this runs in
+every job step.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ti_slurm.job.record import Record
+
+PLAN = "plan.json"
+STATUS = "status.jsonl"
+
+
+def node_label(component: str, n: object) -> str:
+    """``<component>-<n>``: how logs and commands name the n-th node of a component."""
+    return f"{component}-{n}"
+
+
+class JobPaths(Record):
+    """The files of one job, below ``root`` (``<output_dir>/<job id>``)."""
+
+    root: str
+
+    @classmethod
+    def of(cls, output_dir: str, job_id: str) -> JobPaths:
+        return cls(os.path.join(output_dir, job_id))
+
+    def _in(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def plan(self) -> str:
+        return self._in(PLAN)
+
+    @property
+    def status(self) -> str:
+        return self._in(STATUS)
+
+    @property
+    def nodes_dir(self) -> str:
+        return self._in("nodes")
+
+    def node_record(self, component: str, n: int) -> str:
+        """The exit record of the n-th node of ``component``."""
+        return self._in("nodes", f"{component}.{n}.json")
+
+    @property
+    def logs_dir(self) -> str:
+        return self._in("logs")
+
+    def node_log(self, component: str, n: object) -> str:
+        """The n-th node's log (``n`` may be srun's ``%n``, filled in per node)."""
+        return self._in("logs", f"{node_label(component, n)}.log")
+
+    @property
+    def hostfile(self) -> str:
+        return self._in("hostfile")
+
+    @property
+    def agent_dir(self) -> str:
+        return self._in("bin")
+
+    @property
+    def supervisor_log(self) -> str:
+        return self._in("supervisor.log")
+
+    @property
+    def supervisor_pid(self) -> str:
+        return self._in("supervisor.pid")

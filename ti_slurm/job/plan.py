@@ -1,0 +1,96 @@
+"""The job plan: what a spec becomes once decided, as plain data.
+
+:func:`ti_slurm.planning.make_plan` makes it at submit. The plan travels into
+the job as JSON and is read back with :meth:`JobPlan.from_json` in every job
+step, so the classes are :class:`~ti_slurm.job.record.Record`s (frozen
+dataclasses without importing ``dataclasses``) and this module imports
+nothing heavy.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ti_slurm.job.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from typing import Any
+
+PLAN_VERSION = 1
+
+
+class Component(Record):
+    """Nodes alike in role and resources: one component of a Slurm heterogeneous job when there are several."""
+
+    name: str  # ddp | mpi | horovod | ps | worker | head | worker1..worker5
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    mem: str | None = None
+    partition: str | None = None
+    command: str = ""  # this role's own start command; "" runs the job's
+
+    @property
+    def slots(self) -> int:
+        """Processes per node for hostfiles and NODE_IP_SLOT_LIST: one per GPU, at least one."""
+        return max(self.gpus_per_node, 1)
+
+
+class JobPlan(Record):
+    """Everything the job needs, decided before submission."""
+
+    name: str
+    mode: str
+    command: str
+    components: tuple[Component, ...]
+    env: dict[str, str] = {}  # noqa: RUF012 (Record copies it per instance)
+    rdma: str = "auto"  # auto | on | off
+    rdma_partitions: tuple[str, ...] = ()
+    rdma_min_nodes: int = 2
+    rdma_min_gpus_per_node: int = 8
+    nccl_overrides: dict[str, dict[str, str]] = {}  # noqa: RUF012 (copied per instance); partition or "*" -> vars
+    master_port: int | None = None
+    port_range: tuple[int, int] = (61000, 65535)
+    rendezvous_timeout: int = 300
+    stop_grace: int = 10
+    output_dir: str = "ti-slurm-jobs"
+    workdir: str | None = None
+    python: str = sys.executable
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
+    submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
+    version: int = PLAN_VERSION
+
+    def command_of(self, component: int) -> str:
+        """The start command the nodes of component number ``component`` run."""
+        return self.components[component].command or self.command
+
+    @property
+    def heterogeneous(self) -> bool:
+        return len(self.components) > 1
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(c.nodes for c in self.components)
+
+    def to_json(self) -> str:
+        """One line of JSON (no raw newlines, so it is safe inside a quoted heredoc)."""
+        import json
+
+        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True, ensure_ascii=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobPlan:
+        from ti_slurm.job import lightjson  # the job path: json itself would import re and enum
+
+        data: dict[str, Any] = lightjson.loads(text)
+        if data.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan version {data.get('version')} is not {PLAN_VERSION}")
+        data["components"] = tuple(Component(**c) for c in data["components"])
+        data["rdma_partitions"] = tuple(data["rdma_partitions"])
+        data["port_range"] = tuple(data["port_range"])
+        return cls(**data)

@@ -1,0 +1,125 @@
+"""Process helpers: start a process group, forward signals to it, stop it with grace.
+
+Used by each node's step (the user's command), the supervisor and the local
+backend (their steps), and Ray's node runtime (its daemons). Every process
+that ti-slurm starts on behalf of a job runs in a process group of its own, so
+stopping it stops everything it started, and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Mapping, Sequence
+    from types import FrameType
+    from typing import IO
+
+
+def exit_code(returncode: int) -> int:
+    """A ``Popen`` return code as a shell reports it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def start_group(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    output: IO[bytes] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new process group (and session).
+
+    With ``output``, stdout and stderr go there and stdin is closed; without
+    it the process shares ours.
+    """
+    import subprocess
+
+    if output is None:
+        return subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
+    return subprocess.Popen(
+        list(argv),
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """Send ``signum`` to process group ``pid``; a group already gone is fine."""
+    try:  # noqa: SIM105 (contextlib is not imported on the job path)
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace: float) -> int:
+    """Run ``bash -c command`` in its own process group and return its exit code.
+
+    SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
+    ``grace`` seconds later, or once the command has exited, is killed.
+    """
+    import signal
+    import subprocess
+
+    proc = start_group(["/bin/bash", "-c", command], env, workdir or None)
+    kill_at: float | None = None
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal kill_at
+        signal_group(proc.pid, signum)
+        if kill_at is None:
+            kill_at = time.monotonic() + grace
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if kill_at is not None and time.monotonic() > kill_at:
+                    signal_group(proc.pid, signal.SIGKILL)
+    finally:
+        signal_group(proc.pid, signal.SIGKILL)  # nothing of the command outlives it
+    return exit_code(code)
+
+
+def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> None:
+    """SIGTERM a process (or its process group), SIGKILL after ``grace`` seconds, reap it."""
+    import signal
+
+    def send(signum: int) -> None:
+        if group:
+            signal_group(proc.pid, signum)
+        elif proc.poll() is None:
+            proc.send_signal(signum)
+
+    send(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if group or proc.poll() is None:
+        send(signal.SIGKILL)
+    proc.wait()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie counts as exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True

@@ -1,0 +1,63 @@
+"""Job states: one enum for the supervisor's records, the queue and the API."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Where a job is. The value is the name, as Slurm and ``status --json`` spell it."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        """The job has ended: nothing of it runs any more, and the state will not change."""
+        return self in _TERMINAL
+
+    @classmethod
+    def from_slurm(cls, text: str) -> JobState:
+        """A state as ``squeue``/``scontrol`` print it (``CONFIGURING``, ``REQUEUED``, ``CANCELLED by 0``...)."""
+        word = text.strip().split(" ", 1)[0].upper()
+        if word in cls.__members__:
+            return cls[word]
+        return _SLURM_ALIASES.get(word, cls.UNKNOWN)
+
+
+_TERMINAL = frozenset(
+    (
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+    )
+)
+# Slurm's other queue states, by what they mean to someone following the job.
+_SLURM_ALIASES = {
+    "CONFIGURING": JobState.RUNNING,  # nodes booting: the job has them
+    "COMPLETING": JobState.RUNNING,  # the job's processes are ending
+    "RESIZING": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "STOPPED": JobState.SUSPENDED,
+    "BOOT_FAIL": JobState.NODE_FAIL,
+    "DEADLINE": JobState.TIMEOUT,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "REVOKED": JobState.CANCELLED,
+}

@@ -1,0 +1,390 @@
+"""The supervisor: launch every component's nodes, apply the mode's rule, record status.
+
+One supervisor serves both launchers:
+
+- :class:`SlurmLauncher` (inside the batch script) starts one background
+  ``srun [--het-group=<n>]`` per component (a Slurm job step), which runs
+  each node's step (:mod:`ti_slurm.job.main`) on every node of that component;
+- :class:`LocalLauncher` (``submit --local``) starts one process per simulated
+  node on this machine, with the same Slurm variables a step would see.
+
+Each :class:`Launch` is one process the supervisor started and watches: an
+``srun`` serving all of a component's nodes, or one local node.
+
+The rule (see :class:`ti_slurm.modes.Rule`): a required component's non-zero
+exit fails the job at once and stops everything; when every required
+component has exited 0, background components (parameter servers, Ray
+workers) are stopped and the job succeeds; a background component that exits
+before then fails the job.
+
+``<job dir>/status.jsonl`` gets one JSON line per event as it happens:
+``start``, ``step-exit`` and ``end``. The per-node records that the step
+wrapper writes in ``<job dir>/nodes/`` name the failing node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Protocol
+
+from ti_slurm.job import main
+from ti_slurm.job.hostlist import expand
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.process import exit_code, start_group, terminate
+from ti_slurm.job.states import JobState
+
+POLL_SECONDS = 0.1
+
+
+@dataclass
+class Launch:
+    """One process the supervisor started: it serves some nodes of one component."""
+
+    component_index: int
+    component: str
+    nodes: list[int]
+    proc: subprocess.Popen[bytes]
+    exit_code: int | None = None
+    stopping: bool = False
+
+
+class Launcher(Protocol):
+    """Starts the processes that serve a component's nodes (and names the nodes)."""
+
+    # On cancel, write the job's final record before stopping its steps? Slurm
+    # kills the batch script KillWait seconds after scancel, so there the record
+    # goes first; locally nothing kills the supervisor, so CANCELLED means gone.
+    record_before_stop_on_cancel: bool
+
+    def node_names(self, component: int) -> list[str]: ...
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]: ...
+
+    def stop(self, launch: Launch, grace: float) -> None: ...
+
+
+def node_command(plan: JobPlan, component: int, job_dir: str) -> list[str]:
+    """Each node's step: ``job/main.py node`` on the bare interpreter."""
+    return main.command(plan.python, "node", JobPaths(job_dir).plan, str(component), job_dir)
+
+
+class SlurmLauncher:
+    """Inside the batch script: one ``srun`` per component."""
+
+    record_before_stop_on_cancel = True
+
+    def __init__(self, job_dir: str, environ: dict[str, str] | None = None) -> None:
+        self.job_dir = job_dir
+        self.environ = dict(os.environ if environ is None else environ)
+
+    def node_names(self, component: int) -> list[str]:
+        text = self.environ.get(f"SLURM_JOB_NODELIST_HET_GROUP_{component}") or self.environ.get(
+            "SLURM_JOB_NODELIST", ""
+        )
+        return expand(text) if text else []
+
+    def srun_args(self, plan: JobPlan, component: int, nodes: list[int]) -> list[str]:
+        comp = plan.components[component]
+        log = JobPaths(self.job_dir).node_log(comp.name, "%n")  # srun fills in each node's place in the step
+        args = ["srun"]
+        if plan.heterogeneous:
+            args.append(f"--het-group={component}")
+        args += [
+            f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={comp.cpus_per_node}",
+            "--kill-on-bad-exit=1",
+            "--wait=0",
+            "--export=ALL",
+            f"--job-name={comp.name}",
+            f"--output={log}",
+        ]
+        if len(nodes) < comp.nodes:
+            args.append(f"--nodelist={','.join(self.node_names(component)[i] for i in nodes)}")
+        return args + node_command(plan, component, self.job_dir)
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        os.makedirs(JobPaths(self.job_dir).logs_dir, exist_ok=True)  # srun cannot start a step without it
+        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.environ)
+        return [Launch(component, plan.components[component].name, nodes, proc)]
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        # srun forwards SIGTERM to the step's tasks; each node's step stops its command.
+        terminate(launch.proc, grace + 5, group=False)
+
+
+class LocalLauncher:
+    """On this machine: one process per simulated node, all at 127.0.0.1."""
+
+    record_before_stop_on_cancel = False
+
+    def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
+        self.job_dir, self.job_id = job_dir, job_id
+        self.names = [["localhost"] * c.nodes for c in plan.components]
+
+    def node_names(self, component: int) -> list[str]:
+        return self.names[component]
+
+    def env_for(self, plan: JobPlan, index: int) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env.update(
+            SLURM_JOB_ID=str(self.job_id),
+            SLURM_NODEID=str(index),
+            SLURM_PROCID=str(index),
+            SLURM_JOB_NAME=plan.name,
+            TI_SLURM_NODE_ADDR="127.0.0.1",
+            TI_SLURM_PORT_PER_NODE="1",
+            TI_SLURM_LOCAL="1",
+        )
+        if plan.heterogeneous:
+            env["SLURM_HET_SIZE"] = str(len(plan.components))
+            env["SLURM_HET_JOB_ID"] = str(self.job_id)
+            for c, comp in enumerate(plan.components):
+                env[f"SLURM_JOB_NODELIST_HET_GROUP_{c}"] = ",".join(["localhost"] * comp.nodes)
+        else:
+            env["SLURM_JOB_NODELIST"] = ",".join(["localhost"] * plan.components[0].nodes)
+        return env
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        comp, paths = plan.components[component], JobPaths(self.job_dir)
+        os.makedirs(paths.logs_dir, exist_ok=True)
+        launches = []
+        for index in nodes:
+            with open(paths.node_log(comp.name, index), "wb") as log:
+                argv = node_command(plan, component, self.job_dir)
+                proc = start_group(argv, self.env_for(plan, index), output=log)
+            launches.append(Launch(component, comp.name, [index], proc))
+        return launches
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        terminate(launch.proc, grace + 5, group=True)
+
+
+@dataclass
+class Outcome:
+    """How a job ended."""
+
+    state: JobState  # COMPLETED | FAILED | CANCELLED
+    reason: str = ""
+    failed: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        if self.state is JobState.COMPLETED:
+            return 0
+        code = self.failed.get("exit_code")
+        return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+class Supervisor:
+    """Runs a plan's nodes through a launcher and decides the job's outcome."""
+
+    def __init__(
+        self, plan: JobPlan, job_dir: str, launcher: Launcher, say: Callable[[str], None] | None = None
+    ) -> None:
+        self.plan, self.paths, self.launcher = plan, JobPaths(job_dir), launcher
+        self.rule = get_mode(plan.mode).rule
+        self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
+        self.launches: list[Launch] = []
+        self._cancel_signal: int | None = None
+
+    # -- status file ---------------------------------------------------
+    def event(self, kind: str, **data: object) -> None:
+        record = {"event": kind, "time": round(time.time(), 3), "submission": self.plan.submission, **data}
+        mode = "w" if kind == "start" else "a"  # a requeued job (same id) starts a fresh record
+        with open(self.paths.status, mode, encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def node_records(self) -> list[dict[str, object]]:
+        folder = self.paths.nodes_dir
+        records = []
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    records.append(json.loads(fh.read()))
+            except (OSError, ValueError):
+                continue
+        return records
+
+    # -- the rule --------------------------------------------------------
+    def launch_plan(self) -> list[tuple[int, list[int]]]:
+        """(component index, node indexes) of each launch: every node, or node 0 where only the launcher runs."""
+        return [
+            (c, [0] if self.rule.launcher_only else list(range(comp.nodes)))
+            for c, comp in enumerate(self.plan.components)
+        ]
+
+    def required_commands_done(self) -> bool:
+        """Every node of every required component has recorded exit 0."""
+        done = {(r["component"], r["index"]) for r in self.node_records() if r.get("exit_code") == 0}
+        return all(
+            (launch.component, i) in done
+            for launch in self.launches
+            if self.rule.is_required(launch.component)
+            for i in launch.nodes
+        )
+
+    def launch_records(self, launch: Launch) -> list[dict[str, object]]:
+        """The node records of the nodes ``launch`` served."""
+        return [
+            r for r in self.node_records() if r.get("component") == launch.component and r.get("index") in launch.nodes
+        ]
+
+    def node_labels(self, launch: Launch, indexes: list[int]) -> str:
+        names = self.launcher.node_names(launch.component_index)
+        return ",".join(names[i] if i < len(names) else str(i) for i in indexes)
+
+    def failure(self, launch: Launch, any_exit: bool = False) -> Outcome:
+        """The outcome naming the first node of ``launch`` that failed (or, with ``any_exit``, that exited)."""
+        bad = [r for r in self.launch_records(launch) if any_exit or r.get("exit_code")]
+        bad.sort(key=lambda r: float(r.get("ended", 0)))  # type: ignore[arg-type]
+        if bad:
+            first = bad[0]
+            failed = {
+                "component": launch.component,
+                "node": first.get("node"),
+                "index": first.get("index"),
+                "exit_code": first.get("exit_code"),
+            }
+            reason = f"{launch.component} node {failed['node']} (index {failed['index']}) exited {failed['exit_code']}"
+        else:
+            nodes = self.node_labels(launch, launch.nodes)
+            failed = {"component": launch.component, "node": nodes, "index": None, "exit_code": launch.exit_code}
+            reason = f"{launch.component} step on {nodes} exited {launch.exit_code}"
+        return Outcome(JobState.FAILED, reason, failed)
+
+    def judge(self, launch: Launch) -> Outcome | None:
+        """Apply the mode's rule after ``launch`` exited; ``None`` means keep going."""
+        required = self.rule.is_required(launch.component)
+        if required and launch.exit_code != 0:
+            return self.failure(launch)
+        seen = {r.get("index") for r in self.launch_records(launch)}
+        missing_indexes = [i for i in launch.nodes if i not in seen]
+        if required and missing_indexes:
+            # srun can exit 0 when a task failed to launch: only node records count as success
+            missing = self.node_labels(launch, missing_indexes)
+            reason = (
+                f"{launch.component} step exited {launch.exit_code} but node(s) {missing} left no exit record "
+                f"(the command never ran, or {self.paths.root} is not on a filesystem every node shares)"
+            )
+            return Outcome(JobState.FAILED, reason, {"component": launch.component, "node": missing, "exit_code": None})
+        if not required and not launch.stopping:
+            if self.required_commands_done():
+                return None  # shutting down after the command (Ray workers leave when the head stops)
+            outcome = self.failure(launch, any_exit=True)
+            outcome.reason = f"{outcome.reason} while the job was still running"
+            return outcome
+        if all(x.exit_code == 0 for x in self.launches if self.rule.is_required(x.component)):
+            return Outcome(JobState.COMPLETED, "every required step exited 0")
+        return None
+
+    # -- running ---------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._cancel_signal = signum
+
+    def launch_exit_event(self, launch: Launch) -> None:
+        records = [{k: r.get(k) for k in ("index", "node", "exit_code")} for r in self.launch_records(launch)]
+        self.event(
+            "step-exit",
+            component=launch.component,
+            nodes=launch.nodes,
+            exit_code=launch.exit_code,
+            stopped=launch.stopping,
+            records=records,
+        )
+
+    def stop_running(self) -> None:
+        running = [launch for launch in self.launches if launch.exit_code is None]
+        for launch in running:
+            launch.stopping = True
+        for launch in running:
+            self.launcher.stop(launch, self.plan.stop_grace)
+            launch.exit_code = exit_code(launch.proc.returncode)
+            self.launch_exit_event(launch)
+
+    def run(self) -> Outcome:
+        os.makedirs(self.paths.root, exist_ok=True)
+        shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # records of an earlier run
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
+            signal.signal(sig, self._on_signal)
+        for c, nodes in self.launch_plan():
+            self.launches.extend(self.launcher.start(self.plan, c, nodes))
+        self.event(
+            "start",
+            mode=self.plan.mode,
+            components=[
+                {"name": comp.name, "nodes": self.launcher.node_names(c)} for c, comp in enumerate(self.plan.components)
+            ],
+        )
+        self.say(f"started {len(self.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
+        try:
+            outcome = self._loop()
+        except Exception as exc:  # never leave steps running behind a broken supervisor
+            outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
+        record_first = outcome.state is JobState.CANCELLED and self.launcher.record_before_stop_on_cancel
+        if not record_first:
+            self.stop_running()
+        self.event("end", state=outcome.state.value, reason=outcome.reason, failed=outcome.failed)
+        if record_first:
+            self.stop_running()
+        self.say(f"{outcome.state}: {outcome.reason}")
+        return outcome
+
+    def _loop(self) -> Outcome:
+        while True:
+            if self._cancel_signal is not None:
+                return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
+            for launch in self.launches:
+                if launch.exit_code is not None:
+                    continue
+                code = launch.proc.poll()
+                if code is None:
+                    continue
+                launch.exit_code = exit_code(code)
+                self.launch_exit_event(launch)
+                if not self.rule.is_required(launch.component) and not launch.stopping:
+                    self._settle_background_exit()
+                outcome = self.judge(launch)
+                if outcome is not None:
+                    if outcome.state is JobState.COMPLETED:
+                        self.stop_running()
+                    return outcome
+            time.sleep(POLL_SECONDS)
+
+    def _settle_background_exit(self) -> None:
+        # A Ray worker may notice the head stopping before the head's own step
+        # exits; give the head's record a moment to land before judging.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not self.required_commands_done():
+            if any(
+                x.exit_code is None and x.proc.poll() is not None
+                for x in self.launches
+                if self.rule.is_required(x.component)
+            ):
+                break
+            time.sleep(POLL_SECONDS)
+
+
+def supervise(job_dir: str) -> int:
+    """Entry point inside the batch script: supervise the job whose plan is in ``job_dir``."""
+    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    return Supervisor(plan, job_dir, SlurmLauncher(job_dir)).run().exit_code
+
+
+def run_local(job_dir: str, job_id: int) -> int:
+    """The detached supervisor process of a local job (the local backend starts it)."""
+    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    return Supervisor(plan, job_dir, LocalLauncher(plan, job_dir, job_id)).run().exit_code

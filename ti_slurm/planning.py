@@ -1,0 +1,94 @@
+"""Spec -> plan: decide everything about a job before it is submitted.
+
+:func:`make_plan` is pure: a validated spec and the site config in, a
+:class:`~ti_slurm.job.plan.JobPlan` out. :func:`plan_job` is what ``submit``
+does first, in the CLI and the Python API alike: paths made absolute where the
+job will run, the site config applied, and the variables whose size grows
+with the job checked against Linux's limit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ti_slurm.errors import SpecError
+from ti_slurm.job.contract import MAX_ENV_STRING
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.site import SiteConfig, load_site_config
+from ti_slurm.spec import JobSpec
+
+
+def make_plan(
+    spec: JobSpec, site: SiteConfig | None = None, *, python: str | None = None, submission: str = ""
+) -> JobPlan:
+    """Decide a job from a validated spec and the site config. Pure."""
+    site = site or SiteConfig()
+    return JobPlan(
+        name=spec.name,
+        mode=spec.mode,
+        command=spec.command,
+        components=get_mode(spec.mode).components(spec),
+        env=dict(spec.env),
+        rdma=spec.rdma,
+        master_port=spec.master_port,
+        **site.plan_fields(),
+        rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
+        output_dir=spec.output_dir,
+        workdir=spec.workdir,
+        python=spec.python or python or site.python or sys.executable,
+        partition=spec.partition,
+        account=spec.account,
+        qos=spec.qos,
+        time=spec.time,
+        sbatch=dict(spec.sbatch),
+        submission=submission,
+    )
+
+
+def check_env_bounds(plan: JobPlan) -> None:
+    """Refuse a job whose variables could exceed Linux's limit for one environment string (E2BIG at exec)."""
+    for name, size in get_mode(plan.mode).env_bounds(plan).items():
+        if size > MAX_ENV_STRING:
+            raise SpecError(
+                "nodes",
+                plan.total_nodes,
+                f"{name} could reach {size} bytes, over Linux's {MAX_ENV_STRING}-byte "
+                "limit for one environment variable (E2BIG at exec); split the job or use fewer tasks",
+            )
+
+
+def plan_job(
+    spec: JobSpec,
+    *,
+    remote: bool = False,
+    site: SiteConfig | None = None,
+    python: str | None = None,
+    submission: str = "",
+) -> JobPlan:
+    """The plan ``submit`` sends: paths resolved where the job runs, the site config applied, sizes checked.
+
+    Here, relative ``output_dir`` and ``workdir`` are taken from the current
+    directory and the site config is this machine's. For a remote submission
+    (``remote=True``) they are taken from ``remote.workdir`` (else they stay
+    relative to the login's home directory), the job's Python is the remote
+    ``python3``, and the cluster's own site config applies on the cluster side.
+    """
+    if remote:
+        base = spec.remote.workdir if spec.remote and spec.remote.workdir else None
+        updates = {
+            "output_dir": os.path.join(base, spec.output_dir) if base else spec.output_dir,
+            "workdir": spec.workdir or base,
+        }
+        python = spec.python or python or "python3"
+        site = SiteConfig()
+    else:
+        updates = {
+            "output_dir": os.path.abspath(spec.output_dir),
+            "workdir": os.path.abspath(spec.workdir or os.getcwd()),
+        }
+        site = site or load_site_config()
+    plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
+    check_env_bounds(plan)
+    return plan
