@@ -75,7 +75,7 @@ def processes_matching(pattern: str) -> list[str]:
     """
     import re
 
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=False).stdout
     rx = re.compile(pattern)
     live = []
     for line in out.splitlines():

@@ -14,8 +14,6 @@ use, so code inside jobs (:mod:`ti_slurm.job`) never pays for the API's
 imports (pydantic, jinja2, yaml).
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every job step imports this package
 __version__ = "0.1.0"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ti_slurm import __version__
@@ -30,6 +30,17 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def bounded(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``lo`` to ``hi``."""
+
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.lstrip("-").isdigit() and len(text) < 12 and lo <= int(text) <= hi):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a whole number from {lo} to {hi}")
+        return int(text)
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         e = sub.add_parser(name, help=helptext)
         e.add_argument("--mode", required=True, choices=mode_names())
-        e.add_argument("--gpus-per-node", type=int, default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0")
-        e.add_argument("--master-port", type=int, default=None)
+        e.add_argument(
+            "--gpus-per-node", type=bounded(0, 64), default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0"
+        )
+        e.add_argument("--master-port", type=bounded(1024, 65535), default=None)
         e.add_argument("--rdma", choices=("auto", "on", "off"), default="auto")
         e.add_argument(
             "--group",
@@ -86,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             help="the component's index in a heterogeneous job",
         )
-        e.add_argument("--rendezvous-timeout", type=int, default=300)
+        e.add_argument("--rendezvous-timeout", type=bounded(1, 86400), default=300)
         if name == "env":
             e.add_argument("--format", choices=("shell", "json"), default="shell")
         else:
@@ -248,7 +261,15 @@ COMMANDS = {
 }
 
 
+def show_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
+    """Warnings from the library, as one line each."""
+    print(f"ti-slurm: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    warnings.showwarning = show_warning
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)

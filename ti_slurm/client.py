@@ -151,16 +151,26 @@ def submit(
         chosen = open_backend(backend or "slurm")
         job_plan = plan_job(job_spec, submission=submission)
         info = chosen.submit(job_plan, render_plan(job_plan))
-    remember(info)
+    try:
+        remember(info)
+    except OSError as exc:  # the job runs all the same: never a reason to submit it again
+        import warnings
+
+        warnings.warn(
+            f"job {info.job_id} is submitted, but recording it in {exc.filename or 'the registry'} failed "
+            f"({exc.strerror}); follow it by its id",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     submitted = Job(info, chosen)
     submitted.synced_files = synced
     return submitted
 
 
 def _ssh_backend(host: str, accept_new_host_key: bool, ssh_config: str | None) -> SSHBackend:
+    backend = get_backend("ssh", host, accept_new_host_key, ssh_config)  # one line if paramiko is missing
     from ti_slurm.backends.ssh import SSHBackend
 
-    backend = get_backend("ssh", host, accept_new_host_key, ssh_config)
     assert isinstance(backend, SSHBackend)
     return backend
 
@@ -296,20 +306,23 @@ class Job:
         With ``follow``, keep yielding new lines until the job ends; a line still
         being written waits until it is complete.
         """
-        offsets: dict[str, int] = {}
+        offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
         while True:
             status = self.status()
             last_round = not follow or status.settled
+            if not status.components and not last_round:  # not started yet: no node to name
+                time.sleep(1.0)
+                continue
             for label, path in self.log_files(node, status):
-                text = self.backend.read_text(path) or ""
                 start = offsets.get(path, 0)
-                end = len(text) if last_round else text.rfind("\n", start) + 1
-                if end <= start:
+                chunk = self.backend.read_bytes(path, start) or b""
+                end = len(chunk) if last_round else chunk.rfind(b"\n") + 1
+                if end <= 0:
                     continue
                 if node is None:
                     yield f"==> {label} <=="
-                yield from text[start:end].splitlines()
-                offsets[path] = end
+                yield from chunk[:end].decode(errors="replace").splitlines()
+                offsets[path] = start + end
             if last_round:
                 return
             time.sleep(1.0)

@@ -46,15 +46,19 @@ class DrainNode(Exception):
 
 
 def log(site: SiteConfig, message: str) -> None:
+    """Append a line to ``log_file`` (a regular file only, opened without blocking), else to syslog."""
     line = f"ti-slurm {message}"
     if site.log_file:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK  # a FIFO must not block us
         try:
-            fd = os.open(site.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "a") as fh:
-                fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
-            return
+            fd = os.open(site.log_file, flags, 0o600)
         except OSError:
-            pass
+            fd = -1
+        if fd >= 0:
+            with os.fdopen(fd, "a") as fh:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+                    return
     syslog.syslog(syslog.LOG_NOTICE, line)
 
 
@@ -162,8 +166,12 @@ def prolog(env: Mapping[str, str], site: SiteConfig) -> int:
     return 0
 
 
-def job_processes(job_id: str) -> list[int]:
-    """PIDs whose environment says they belong to ``job_id`` (also as a component of a het job)."""
+def job_processes(job_id: str, uid: int) -> list[int]:
+    """PIDs of user ``uid`` whose environment says they belong to ``job_id`` (also as a het job component).
+
+    Only the job's user's processes: an environment is the user's to write, so
+    another user's process naming this job id is not this job's.
+    """
     pids = []
     needles = (f"SLURM_JOB_ID={job_id}".encode(),)
     het = re.compile(rb"SLURM_JOB_ID_HET_GROUP_\d+=" + re.escape(job_id.encode()))
@@ -171,6 +179,8 @@ def job_processes(job_id: str) -> list[int]:
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
             with open(f"/proc/{entry}/environ", "rb") as fh:
                 names = fh.read().split(b"\0")
         except OSError:
@@ -183,8 +193,8 @@ def job_processes(job_id: str) -> list[int]:
 
 
 def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
-    job_id, _user = job_identity(env)
-    leftovers = job_processes(job_id)
+    job_id, user = job_identity(env)
+    leftovers = job_processes(job_id, user.pw_uid)
     for pid in leftovers:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

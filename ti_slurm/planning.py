@@ -79,15 +79,15 @@ def plan_job(
         base = spec.remote.workdir if spec.remote and spec.remote.workdir else None
         updates = {
             "output_dir": os.path.join(base, spec.output_dir) if base else spec.output_dir,
-            "workdir": spec.workdir or base,
+            "workdir": os.path.join(base, spec.workdir) if base and spec.workdir else spec.workdir or base,
         }
         python = spec.python or python or "python3"
         site = SiteConfig()
     else:
-        updates = {
-            "output_dir": os.path.abspath(spec.output_dir),
-            "workdir": os.path.abspath(spec.workdir or os.getcwd()),
-        }
+        workdir = os.path.abspath(spec.workdir or os.getcwd())
+        updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": workdir}
+        if not os.path.isdir(workdir):
+            raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
         site = site or load_site_config()
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)

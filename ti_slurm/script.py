@@ -95,5 +95,6 @@ def render(plan: JobPlan) -> str:
         workdir=plan.workdir,
         python=plan.python,
         plan_file=PLAN,
+        submission_tag=f'"submission":"{plan.submission}"',  # how plan.json spells it (one line, sorted keys)
         plan_json=plan.to_json(),
     )

@@ -226,10 +226,32 @@ class JobSpec(_Strict):
         return counts
 
 
+MAX_DEPTH = 16  # a spec nests three levels; anything far deeper is not a spec
+
+
+def check_document(value: object, where: str = "", depth: int = 0) -> None:
+    """Refuse what no field can hold before validating: deep nesting, text that is not Unicode."""
+    if depth > MAX_DEPTH:
+        raise SpecError(where or "spec", "...", f"nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SpecError(where or "spec", value, "holds a lone surrogate (not Unicode text)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_document(key, where, depth + 1)
+            check_document(item, f"{where}.{key}" if where else str(key), depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_document(item, f"{where}.{i}" if where else str(i), depth + 1)
+
+
 def parse_spec(data: object) -> JobSpec:
     """Validate a decoded spec document; raise :class:`SpecError` naming the field."""
     if not isinstance(data, dict):
         raise SpecError("", data, "a job spec is a mapping of fields (YAML or JSON object)")
+    check_document(data)
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
@@ -254,18 +276,27 @@ def load_spec(path: str | os.PathLike[str]) -> JobSpec:
         raise SpecError("spec", str(p), f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise SpecError("spec", str(p), "not UTF-8 text") from None
+    try:
+        data = _decode(text, p)
+    except RecursionError:
+        raise SpecError("spec", str(p), "nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise SpecError("spec", str(p), f"invalid value: {str(exc).splitlines()[0][:100]}") from None
+    return parse_spec(data)
+
+
+def _decode(text: str, p: Path) -> object:
+    """The document in ``text`` (JSON for ``.json`` files, else YAML); a syntax error is one line."""
     if p.suffix == ".json":
         try:
-            data = json.loads(text)
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise SpecError("spec", str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    else:
-        import yaml
+    import yaml
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise SpecError("spec", str(p), f"invalid YAML{where}") from None
-    return parse_spec(data)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError("spec", str(p), f"invalid YAML{where}") from None

@@ -14,6 +14,7 @@ same weights (DDP kept them in sync) and prints one line per rank.
 import argparse
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -50,14 +51,18 @@ def main() -> None:
     gathered = [torch.zeros_like(weights) for _ in range(world)]
     dist.all_gather(gathered, weights)
     in_sync = all(torch.equal(g, gathered[0]) for g in gathered)
-    print(
+    # one write per line: the processes of a node share its log
+    line = (
         f"rank {rank}/{world} on {socket.gethostname()} node_rank={os.environ.get('GROUP_RANK', '?')} "
-        f"loss={loss.item():.4f} in_sync={in_sync}",
-        flush=True,
+        f"loss={loss.item():.4f} in_sync={in_sync}\n"
     )
-    dist.destroy_process_group()
-    if not in_sync:
-        raise SystemExit(1)
+    print(line, end="", flush=True)
+    # Every rank is done with the group once the barrier returns. Leave without the interpreter's and
+    # C++'s teardown: gloo's worker threads still alive at that point abort the process ("terminate
+    # called without an active exception", SIGABRT) on a busy machine, failing a finished run.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0 if in_sync else 1)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,33 @@ def test_ddp_trains_across_two_nodes(ddp_dir: Path, launcher: str) -> None:
     assert status["components"][0]["nodes"] == sorted(set(ranks.values()))
 
 
+def test_ddp_master_that_prepares_data_first_still_trains(ddp_dir: Path) -> None:
+    """The ModelArts data-copy pattern: rank 0 works a while before it opens MASTER_PORT."""
+    cmd = f"if [ $RANK = 0 ]; then sleep 5; fi; {TORCHRUN} --epochs 2"
+    job = Job(ddp_dir, f"mode: ddp\nnodes: 2\ngpus_per_node: 1\nrendezvous_timeout: 60\ncommand: '{cmd}'")
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    assert job.logs().count("in_sync=True") == 2
+
+
+@pytest.mark.parametrize("command", ["echo rank=$RANK", "env | grep -c ^MASTER_"], ids=["echo", "env-dump"])
+def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, command: str) -> None:
+    started = time.monotonic()
+    job = Job(tmp_path, f"mode: ddp\nnodes: 2\ncommand: '{command}'")  # the default rendezvous_timeout: 300 s
+    assert job.result.returncode == 0, job.result.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_a_ddp_worker_fails_fast_while_the_master_still_runs(tmp_path: Path) -> None:
+    marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
+    started = time.monotonic()
+    job = Job(tmp_path, f"mode: ddp\nnodes: 3\ncommand: 'if [ $RANK = 1 ]; then exit 7; fi; {marker}'")
+    assert job.result.returncode == 1
+    assert re.search(r"FAILED: ddp node node\d\d \(index 1\) exited 7", job.result.stderr), job.result.stderr
+    assert time.monotonic() - started < 60
+    time.sleep(1)
+    assert processes_matching(marker) == []
+
+
 @pytest.fixture(scope="module")
 def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mpi") / "allreduce"
@@ -208,3 +235,20 @@ def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) ->
         assert len(ip_lists) == 1 and re.fullmatch(r"10\.77\.0\.\d+:2,10\.77\.0\.\d+:2", ip_lists.pop())
     finally:
         subprocess.run(["scancel", job.id], check=False)
+
+
+def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> None:
+    marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
+    job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}", wait=False)
+    deadline = time.monotonic() + 60
+    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    supervisors = processes_matching(f"ti_slurm.job supervise {job.job_dir}")
+    assert len(supervisors) == 1, supervisors
+    subprocess.run(["kill", "-9", supervisors[0].split()[0]], check=True)
+    deadline = time.monotonic() + 60  # the batch script is gone: Slurm ends the job and its steps
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(marker) == []
+    status = job.status()
+    assert status["state"] == "FAILED" and "without a final record" in str(status["reason"])

@@ -336,3 +336,73 @@ def test_second_factor_without_a_terminal_is_one_line(tmp_path: Path, mfa_login)
     assert res.stdout == ""
     err = one_line_error(res)
     assert "asks for a second factor" in err and "no terminal" in err
+
+
+def test_a_revoked_host_key_is_refused_even_when_listed(tmp_path: Path, sshd: Sshd) -> None:
+    key_type, key = sshd.host_pub.split()[:2]
+    config = ssh_config(tmp_path, sshd, known_hosts=sshd.known_hosts_line() + f"@revoked * {key_type} {key}\n")
+    for extra in ((), ("--accept-new-host-key",)):
+        err = one_line_error(cli(tmp_path, "status", "123", "--host", "login", "--ssh-config", str(config), *extra))
+        assert "@revoked" in err
+
+
+def test_cert_authority_lines_are_read_as_openssh_reads_them(tmp_path: Path, sshd: Sshd) -> None:
+    ca_type, ca_key = keygen(tmp_path / "ca").split()[:2]
+    ca_line = f"@cert-authority *.example.org {ca_type} {ca_key}\n"
+    config = ssh_config(tmp_path, sshd, known_hosts=ca_line + sshd.known_hosts_line())
+    res = cli(tmp_path, "status", "999999999", "--host", "login", "--ssh-config", str(config))
+    assert res.returncode == 2 and "job 999999999: not queued" in res.stderr  # connected: squeue answered
+    config = ssh_config(tmp_path, sshd, known_hosts=ca_line)  # only the CA: the host's own key is unknown
+    err = one_line_error(cli(tmp_path, "status", "1", "--host", "login", "--ssh-config", str(config)))
+    assert "@cert-authority" in err
+
+
+def test_a_proxy_jump_loop_is_one_line(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd, extra="\nHost *\n  ProxyJump viajump\n")
+    err = one_line_error(cli(tmp_path, "status", "1", "--host", "login", "--ssh-config", str(config)))
+    assert "ProxyJump loops" in err and "login -> viajump -> login" in err
+
+
+def test_submit_with_a_relative_output_dir_and_workdir_runs(tmp_path: Path, sshd: Sshd) -> None:
+    """The job directory is absolute in the script, though the command runs in another directory."""
+    config = ssh_config(tmp_path, sshd)
+    remote = tmp_path / "remote"
+    (remote / "code").mkdir(parents=True)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: pwd\nworkdir: code\nremote: {{host: login, workdir: {remote}}}\n")
+    # the default output_dir is relative: ti-slurm-jobs below remote.workdir
+    res = cli(tmp_path, "submit", str(spec), "--ssh-config", str(config), "--wait")
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.split()[0]
+    assert cli(tmp_path, "logs", job, "--node", "0", "--ssh-config", str(config)).stdout == f"{remote / 'code'}\n"
+    assert oct((remote / "ti-slurm-jobs" / job).stat().st_mode & 0o777) == "0o700"
+
+
+def test_following_logs_over_ssh_reads_only_what_was_appended(
+    tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ti_slurm
+
+    config = ssh_config(tmp_path, sshd)
+    (tmp_path / "writer.py").write_text(
+        "import time\nfor i in range(6):\n"
+        "    print((f'{i}' * 99 + chr(10)) * 5_000, end='', flush=True)\n    time.sleep(0.5)\n"
+    )
+    spec = {"mode": "ddp", "nodes": 1, "command": f"python3 {tmp_path / 'writer.py'}", "output_dir": str(tmp_path)}
+    monkeypatch.setenv("SSH_AUTH_SOCK", "")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    job = ti_slurm.submit(spec, host="login", ssh_config=str(config))
+    session = job.backend.session  # type: ignore[attr-defined]
+    read: list[int] = []
+    original = session.read_bytes
+
+    def counting(path: str, offset: int = 0) -> bytes | None:
+        data = original(path, offset)
+        read.append(len(data or b""))
+        return data
+
+    session.read_bytes = counting
+    lines = list(job.logs(node="0", follow=True))
+    size = (tmp_path / job.id / "logs" / "ddp-0.log").stat().st_size
+    assert size == 6 * 5_000 * 100 and len(lines) == 30_000
+    assert len(read) > 2 and sum(read) <= size * 1.05

@@ -130,3 +130,28 @@ def test_user_text_is_never_a_template() -> None:
     spec = parse_spec({"mode": "ddp", "nodes": 1, "command": "echo {{ plan.python }} {% raw %}", "name": "t"})
     text = render(make_plan(spec, python="/p"))
     assert "echo {{ plan.python }} {% raw %}" in text
+
+
+def test_a_reused_job_id_keeps_the_earlier_jobs_record(tmp_path: Path) -> None:
+    """Slurm ids can repeat (a reset controller, two clusters on one output_dir): nothing earlier is lost."""
+    out = tmp_path / "out"
+
+    def run(submission: str) -> None:
+        spec = parse_spec({"mode": "ddp", "nodes": 1, "command": "true", "output_dir": str(out)})
+        plan = make_plan(spec, python="/bin/echo", submission=submission)
+        script = tmp_path / f"{submission}.sh"
+        script.write_text(render(plan))
+        env = {"SLURM_JOB_ID": "12", "PATH": "/usr/bin:/bin"}
+        subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, check=True, capture_output=True)
+
+    run("first")
+    (out / "12" / "logs").mkdir()
+    (out / "12" / "logs" / "ddp-0.log").write_text("the first job's log\n")
+    run("first")  # the same job again (a requeue): the same directory
+    assert [p.name for p in out.iterdir()] == ["12"]
+    run("second")  # another job with the same id
+    earlier = [p for p in out.iterdir() if p.name.startswith("12.earlier.")]
+    assert len(earlier) == 1 and (earlier[0] / "logs" / "ddp-0.log").read_text() == "the first job's log\n"
+    assert JobPlan.from_json((earlier[0] / "plan.json").read_text()).submission == "first"
+    assert JobPlan.from_json((out / "12" / "plan.json").read_text()).submission == "second"
+    assert oct((out / "12").stat().st_mode & 0o777) == "0o700"

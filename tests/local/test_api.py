@@ -102,6 +102,7 @@ def test_another_process_finds_the_job_and_jobs_lists_it(tmp_path: Path) -> None
 def test_render_and_plan_are_what_submit_sends(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text("mode: ddp\nnodes: 2\ncommand: python train.py\nworkdir: code\n")
+    (tmp_path / "code").mkdir()
     plan = ti_slurm.plan(path)
     assert plan.output_dir == str(tmp_path / "ti-slurm-jobs") and plan.workdir == str(tmp_path / "code")
     script = ti_slurm.render(path, python="/opt/py/bin/python3")
@@ -130,3 +131,29 @@ def test_waiting_reports_each_change_once(tmp_path: Path) -> None:
     started = time.monotonic()
     assert job.wait(timeout=60).state is JobState.COMPLETED  # an ended job answers at once
     assert time.monotonic() - started < 5
+
+
+def test_following_logs_reads_only_what_was_appended(tmp_path: Path) -> None:
+    """A growing 8 MB log followed to the end: each byte is read once, not once per poll."""
+    writer = (
+        "import time\nfor i in range(8):\n"
+        "    print((f'{i}' * 99 + chr(10)) * 10_000, end='', flush=True)\n    time.sleep(0.4)\n"
+    )
+    (tmp_path / "writer.py").write_text(writer)
+    job = ti_slurm.submit(
+        spec(tmp_path, mode="ddp", nodes=1, command=f"python3 {tmp_path / 'writer.py'}"), backend="local"
+    )
+    read: list[int] = []
+    original = job.backend.read_bytes
+
+    def counting(path: str, offset: int = 0) -> bytes | None:
+        data = original(path, offset)
+        read.append(len(data or b""))
+        return data
+
+    job.backend.read_bytes = counting  # type: ignore[method-assign]
+    lines = list(job.logs(node="0", follow=True))
+    size = (Path(job.job_dir) / "logs" / "ddp-0.log").stat().st_size
+    assert size == 8 * 10_000 * 100 and len(lines) == 80_000
+    assert len(read) > 2  # it did follow, round after round
+    assert sum(read) <= size * 1.05  # ... and read each byte about once

@@ -135,3 +135,30 @@ def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
 def test_doctor_shows_the_sites_rdma_rule(tmp_path: Path, toml: str, shown: str) -> None:
     res = doctor_with(tmp_path, toml)
     assert shown in res.stdout, res.stdout
+
+
+def test_a_fifo_as_log_file_does_not_block_the_hook(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    os.mkfifo(tmp_path / "fifo.log")  # nobody reads it: opening it for writing would block
+    config.write_text(f'job_dir_base = "{tmp_path / "jobs"}"\nlog_file = "{tmp_path / "fifo.log"}"\n')
+    env = {"PATH": "/usr/bin:/bin", "TI_SLURM_CONFIG": str(config), "SLURM_JOB_USER": "nobody", "SLURM_JOB_ID": "66"}
+    res = subprocess.run([str(BIN / "ti-slurm-prolog")], env=env, capture_output=True, text=True, timeout=10)
+    assert res.returncode == 0 and (tmp_path / "jobs" / "66").is_dir()
+
+
+def test_epilog_kills_only_the_job_users_leftovers(tmp_path: Path) -> None:
+    marker = f"sleep 5{os.getpid() % 1000:03d}"
+    env = {**os.environ, "SLURM_JOB_ID": "8181"}
+    mine = subprocess.Popen(["runuser", "-u", "nobody", "--", "sh", "-c", f"exec {marker}"], env=env)
+    other = subprocess.Popen(["sh", "-c", f"exec {marker}1"], env=env)  # root's, naming the same job id
+    try:
+        import time
+
+        time.sleep(0.3)
+        assert run_hook("epilog", tmp_path, {"SLURM_JOB_ID": "8181"}).returncode == 0
+        assert mine.wait(timeout=10) == 128 + 9  # runuser (root) reports its child, the job user's leftover, killed
+        assert other.poll() is None  # another user's process is not the job's
+    finally:
+        for proc in (mine, other):
+            proc.kill()
+            proc.wait()

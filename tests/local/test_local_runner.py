@@ -100,11 +100,38 @@ def test_horovod_runs_on_the_launcher_only_and_takes_its_exit_code(tmp_path: Pat
 
 
 def test_workers_give_up_when_the_master_never_comes_up(tmp_path: Path) -> None:
-    body = "mode: ddp\nnodes: 2\nrendezvous_timeout: 2\ncommand: 'if [ $RANK = 0 ]; then sleep 30; fi'"
+    # every node runs a command that never opens MASTER_PORT: the workers' watch stops them
+    body = "mode: ddp\nnodes: 2\nrendezvous_timeout: 2\ncommand: 'sleep 30'"
+    started = time.monotonic()
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
-    assert res.returncode == 1 and "exited 124" in res.stderr
+    assert res.returncode == 1 and "ddp node localhost (index 1) exited 124" in res.stderr
+    assert time.monotonic() - started < 20
     log = (job_dir(tmp_path, res) / "logs" / "ddp-1.log").read_text()
     assert "rendezvous timeout: master 127.0.0.1:" in log and "within 2s" in log
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo rank=$RANK", "env | grep -c ^MASTER_", "if [ $RANK = 0 ]; then sleep 2; fi; echo prepared $RANK"],
+    ids=["echo", "env-dump", "master-prepares-data"],
+)
+def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, command: str) -> None:
+    """Every node's command starts at once; nobody waits for a port that the command never opens."""
+    body = f"mode: ddp\nnodes: 2\ncommand: '{command}'"  # the default rendezvous_timeout: 300 s
+    started = time.monotonic()
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_ddp_worker_fails_fast_while_the_master_still_runs(tmp_path: Path) -> None:
+    marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
+    body = f"mode: ddp\nnodes: 3\ncommand: 'if [ $RANK = 1 ]; then exit 7; fi; {marker}'"
+    started = time.monotonic()
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "ddp node localhost (index 1) exited 7" in res.stderr
+    assert time.monotonic() - started < 30
+    assert no_process_with(marker)
 
 
 def test_cancel_stops_every_process(tmp_path: Path) -> None:
@@ -181,10 +208,10 @@ def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path, holder: str) -> None
             pytest.skip(f"cannot listen on {holder}: {exc}")
         sock.listen()
         number = local_job_number(plan, str(tmp_path), start)
-        assert number != start
+        assert number != start and (tmp_path / f"local-{number}").is_dir()  # the number is claimed
         assert taken not in job_ports(plan, number, groups, per_node=True)[0]
     (tmp_path / f"local-{start}").mkdir()  # an earlier job's directory
-    assert local_job_number(plan, str(tmp_path), start) == start + 1
+    assert local_job_number(plan, str(tmp_path), start) == number + 1  # neither it nor the claimed one
 
 
 def test_ctrl_c_stops_following_but_not_the_job(tmp_path: Path) -> None:
@@ -223,3 +250,54 @@ def test_modelarts_platform_passes_task_name_to_each_ps_worker_task(tmp_path: Pa
     assert "task ps argv ['--lr', '0.1', '--task_name=ps']" in logs["ps-0"]
     for name in ("worker-0", "worker-1"):
         assert "task worker argv ['--lr', '0.1', '--task_name=worker']" in logs[name]
+
+
+def test_a_killed_supervisor_takes_every_node_process_with_it(tmp_path: Path) -> None:
+    marker = f"sleep 5{uuid.uuid4().int % 1000:03d}"
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}")), env=env)
+    jd = job_dir(tmp_path, res)
+    deadline = time.monotonic() + 20
+    while no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(int((jd / "supervisor.pid").read_text().split()[0]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert no_process_with(marker)
+    status = json.loads(run_cli("status", res.stdout.split()[0], "--json", env=env).stdout)
+    assert status["state"] == "FAILED" and "without a final record" in status["reason"]
+
+
+def test_cancel_of_an_ended_job_never_kills_the_process_that_took_its_pid(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, "mode: mpi\nnodes: 1\ncommand: 'true'")), env=env)
+    pid_file = job_dir(tmp_path, res) / "supervisor.pid"
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:  # the old supervisor's pid now names another process
+        pid_file.write_text(f"{bystander.pid} {pid_file.read_text().split()[1]}\n")
+        assert run_cli("cancel", res.stdout.split()[0], env=env).returncode == 0
+        time.sleep(0.5)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_job_directory_is_private(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    body = "mode: mpi\nnodes: 1\ncommand: 'true'\nenv: {API_TOKEN: secret}"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env=env)
+    assert oct(job_dir(tmp_path, res).stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_node_without_ray_is_one_line_naming_it(tmp_path: Path) -> None:
+    # Debian's own Python has no ray beside it, and the command's PATH has none either
+    body = "mode: ray\ncommand: 'true'\npython: /usr/bin/python3\nenv: {PATH: /usr/bin:/bin}"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and "head node localhost (index 0) exited 127" in res.stderr
+    log = (job_dir(tmp_path, res) / "logs" / "head-0.log").read_text()
+    assert (
+        log == "ti-slurm: node localhost: no ray command beside /usr/bin/python3 or on PATH"
+        " (install ray for the job's Python)\n"
+    )

@@ -48,3 +48,17 @@ def test_invoke_is_imported_only_when_an_ssh_config_needs_it(tmp_path: Path) -> 
 def test_bad_target_is_one_clear_error(text: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="host"):
         parse_target(text, str(tmp_path / "none"))
+
+
+def test_a_port_that_is_no_number_is_one_error(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host login\n  HostName 10.1.2.3\n  Port notanumber\n")
+    with pytest.raises(ConfigError, match="port 'notanumber': expected 1-65535"):
+        parse_target("login", str(config))
+
+
+def test_proxy_jump_none_means_no_jump(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host login\n  ProxyJump none\n\nHost *\n  ProxyJump bastion\n")
+    assert parse_target("login", str(config)).proxy_jump is None
+    assert parse_target("other", str(config)).proxy_jump == "bastion"

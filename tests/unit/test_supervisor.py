@@ -137,3 +137,26 @@ def test_a_cancelled_job_records_cancelled_in_the_order_its_launcher_needs(tmp_p
     assert outcome.state is JobState.CANCELLED and outcome.reason == "received signal SIGTERM"
     kinds = [e["event"] for e in events(tmp_path)]
     assert kinds == (["start", "end", "step-exit"] if record_first else ["start", "step-exit", "end"])
+
+
+def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: Path) -> None:
+    """Out of disk at the first event: nothing keeps running behind a broken supervisor."""
+    plan = plan_of("mpi", ("mpi", 2))
+    launcher = FakeLauncher(plan, tmp_path, {"mpi-0": (None, 0), "mpi-1": (None, 0)})
+    supervisor = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None)
+
+    def full_disk(kind: str, **data: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    supervisor.event = full_disk  # type: ignore[method-assign]
+    outcome = supervisor.run()
+    assert outcome.state is JobState.FAILED and "No space left on device" in outcome.reason
+    assert sorted(launcher.stopped) == ["mpi-0", "mpi-1"]
+
+
+def test_two_local_submits_in_the_same_millisecond_get_different_jobs(tmp_path: Path) -> None:
+    from ti_slurm.backends.local import local_job_number
+
+    plan = plan_of("mpi", ("mpi", 1))
+    first, second = (local_job_number(plan, str(tmp_path), 424242) for _ in range(2))
+    assert first != second and (tmp_path / f"local-{first}").is_dir() and (tmp_path / f"local-{second}").is_dir()

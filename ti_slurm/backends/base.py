@@ -43,9 +43,36 @@ class Backend(Protocol):
         """A file of the job (status, logs); ``None`` when absent."""
         ...
 
+    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
+        """A file of the job from byte ``offset`` on (following a log); ``None`` when absent."""
+        ...
+
     def find_job_dir(self, job_id: str) -> str | None:
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
+
+
+def make_output_dir(path: str) -> None:
+    """Create the job's output directory here (or on the shared filesystem); a failure names the spec field."""
+    import os
+
+    from ti_slurm.errors import SpecError
+
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        why = "a file is in the way" if isinstance(exc, FileExistsError | NotADirectoryError) else exc.strerror
+        raise SpecError("output_dir", path, f"cannot create it: {why}") from None
+
+
+def read_local_bytes(path: str, offset: int = 0) -> bytes | None:
+    """A job file here from byte ``offset`` on, reading nothing before it; ``None`` when absent."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+    except OSError:
+        return None
 
 
 def read_local_text(path: str) -> str | None:

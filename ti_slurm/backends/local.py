@@ -12,14 +12,14 @@ import signal
 import sys
 import time
 
-from ti_slurm.backends.base import JobInfo, read_local_text
+from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
 from ti_slurm.errors import SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.node import write_atomic
 from ti_slurm.job.paths import JobPaths
 from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.process import alive, start_group
+from ti_slurm.job.process import alive, start_group, start_time
 from ti_slurm.job.states import JobState
 
 
@@ -47,7 +47,7 @@ def port_is_free(port: int) -> bool:
 
 
 def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64) -> int:
-    """The first job number from ``start`` whose job dir is new and whose local ports are free.
+    """The first job number from ``start`` whose local ports are free and whose job dir this call made.
 
     Every simulated node listens on this one machine, where other programs
     (and other users' jobs) hold ports too; the contract derives the ports from
@@ -56,11 +56,14 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     nodes = tuple(("localhost",) * comp.nodes for comp in plan.components)
     width = get_mode(plan.mode).ports_per_node
     for number in range(start, start + tries):
-        if os.path.exists(JobPaths.of(output_dir, f"local-{number}").root):
-            continue
         ports = [port for component in job_ports(plan, number, nodes, per_node=True) for port in component]
-        if all(port_is_free(port + k) for port in ports for k in range(width)):
-            return number
+        if not all(port_is_free(port + k) for port in ports for k in range(width)):
+            continue
+        try:  # claimed atomically: two submits in the same millisecond get different numbers
+            os.mkdir(JobPaths.of(output_dir, f"local-{number}").root, 0o700)
+        except FileExistsError:
+            continue
+        return number
     lo, hi = plan.port_range
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
@@ -71,33 +74,31 @@ class LocalBackend:
     name = "local"
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        try:
-            os.makedirs(plan.output_dir, exist_ok=True)
-        except OSError as exc:
-            raise SubmissionError(f"output_dir {plan.output_dir}: cannot create it: {exc.strerror}") from None
+        make_output_dir(plan.output_dir)
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"
         paths = JobPaths.of(plan.output_dir, job_id)
-        os.makedirs(paths.root)
         write_atomic(paths.plan, plan.to_json() + "\n")
         with open(paths.supervisor_log, "wb") as log:
             argv = [sys.executable, "-m", "ti_slurm.job", "local-run", paths.root, str(number)]
             proc = start_group(argv, cwd=plan.workdir or None, output=log)
-        write_atomic(paths.supervisor_pid, f"{proc.pid}\n")
+        write_atomic(paths.supervisor_pid, f"{proc.pid} {start_time(proc.pid)}\n")
         return JobInfo(job_id, plan.name, self.name, paths.root, JobState.RUNNING, submission=plan.submission)
 
     def _pid(self, job_dir: str) -> int | None:
+        """The pid of the job's supervisor while that same process runs (a pid alone may be reused)."""
         try:
             with open(JobPaths(job_dir).supervisor_pid) as fh:
-                return int(fh.read().strip())
+                pid_text, started = fh.read().split()
+            pid = int(pid_text)
         except (OSError, ValueError):
             return None
+        return pid if start_time(pid) == started and alive(pid) else None
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         out = {}
         for job in jobs:
-            pid = self._pid(job.job_dir) if job.job_dir else None
-            if pid is not None and alive(pid):
+            if job.job_dir and self._pid(job.job_dir) is not None:
                 out[job.job_id] = JobInfo(
                     job.job_id, job.name, self.name, job.job_dir, JobState.RUNNING, nodes="localhost"
                 )
@@ -105,11 +106,14 @@ class LocalBackend:
 
     def cancel(self, job: JobInfo) -> None:
         pid = self._pid(job.job_dir)
-        if pid is not None and alive(pid):
+        if pid is not None:
             os.kill(pid, signal.SIGTERM)
 
     def read_text(self, path: str) -> str | None:
         return read_local_text(path)
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
+        return read_local_bytes(path, offset)
 
     def find_job_dir(self, job_id: str) -> str | None:
         return None  # a local job is known only from this account's registry

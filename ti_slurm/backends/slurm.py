@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
-from ti_slurm.backends.base import JobInfo, read_local_text
+from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
 from ti_slurm.errors import BackendError, SubmissionError
 from ti_slurm.job.paths import JobPaths
 from ti_slurm.job.plan import JobPlan
@@ -115,10 +115,7 @@ class SlurmBackend:
         return parse_job_id(checked_stdout(self.run(argv, script), "sbatch", SubmissionError))
 
     def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        try:
-            os.makedirs(plan.output_dir, exist_ok=True)
-        except OSError as exc:
-            raise SubmissionError(f"output_dir {plan.output_dir}: cannot create it: {exc.strerror}") from None
+        make_output_dir(plan.output_dir)
         return self._info(self.sbatch(self.sbatch_argv(plan.submission), script), plan)
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
@@ -152,3 +149,6 @@ class SlurmBackend:
 
     def read_text(self, path: str) -> str | None:
         return read_local_text(path)
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
+        return read_local_bytes(path, offset)

@@ -91,31 +91,78 @@ def parse_target(text: str, config_path: str | None = None) -> Target:
     if m is None:
         raise ConfigError("host", text, "expected host, user@host, user@host:port or an ~/.ssh/config alias")
     alias = m.group("host").strip("[]")
-    config = paramiko.SSHConfig()
     path = Path(config_path or os.path.expanduser("~/.ssh/config"))
-    if path.exists():
-        config = paramiko.SSHConfig.from_path(str(path))
-    entry: dict[str, Any] = config.lookup(alias)
-    port = int(m.group("port") or entry.get("port", 22))
-    if not 0 < port < 65536:
-        raise ConfigError("host", text, "the port must be 1-65535")
+    try:
+        config = paramiko.SSHConfig.from_path(str(path)) if path.exists() else paramiko.SSHConfig()
+        entry: dict[str, Any] = config.lookup(alias)
+    except Exception as exc:  # paramiko raises several kinds for a config it cannot read
+        raise ConfigError("ssh config", str(path), f"cannot read it: {exc}") from None
+    port_text = m.group("port") or str(entry.get("port", 22))
+    if not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536):
+        raise ConfigError("host", text, f"port {port_text[:20]!r}: expected 1-65535 (from the target or Port)")
+    jump = entry.get("proxyjump")
     known = entry.get("userknownhostsfile", "~/.ssh/known_hosts").split()
     return Target(
         alias=alias,
         host=entry.get("hostname", alias),
-        port=port,
+        port=int(port_text),
         user=m.group("user") or entry.get("user"),
         identity_files=[os.path.expanduser(p) for p in entry.get("identityfile", [])],
-        proxy_jump=entry.get("proxyjump"),
+        proxy_jump=None if jump is None or jump.lower() == "none" else jump,
         known_hosts=[os.path.expanduser(p) for p in known],
     )
+
+
+@dataclass
+class KnownHosts:
+    """known_hosts as OpenSSH reads it: plain host keys, ``@revoked`` keys and ``@cert-authority`` lines."""
+
+    keys: list[tuple[str, Any]] = field(default_factory=list)  # (host pattern, key)
+    revoked: set[tuple[str, str]] = field(default_factory=set)  # (key type, base64)
+    cert_authorities: list[str] = field(default_factory=list)  # host patterns a CA vouches for
+
+    def load(self, path: str) -> None:
+        """Read ``path`` (a missing file is an empty one)."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if words[0] == "@revoked" and len(words) >= 4:
+                self.revoked.add((words[2], words[3]))
+            elif words[0] == "@cert-authority" and len(words) >= 2:
+                self.cert_authorities.append(words[1])
+            elif not words[0].startswith("@"):
+                try:
+                    entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
+                except Exception:  # a line paramiko cannot read (an unknown key type): OpenSSH skips it too
+                    continue
+                if entry is not None and entry.key is not None:
+                    self.keys += [(name, entry.key) for name in entry.hostnames]
+
+    def is_revoked(self, key: Any) -> bool:
+        return (key.get_name(), key.get_base64()) in self.revoked
+
+    def install(self, client: Any) -> None:
+        """Give ``client`` the plain keys that are not revoked: a revoked key counts as unknown (and is refused)."""
+        store = client.get_host_keys()
+        for name, key in self.keys:
+            if not self.is_revoked(key):
+                store.add(name, key.get_name(), key)
 
 
 class SSHSession:
     """One SSH connection that runs commands and reads files on a login node."""
 
-    def __init__(self, target: Target, accept_new: bool = False, config_path: str | None = None) -> None:
+    def __init__(
+        self, target: Target, accept_new: bool = False, config_path: str | None = None, via: tuple[str, ...] = ()
+    ) -> None:
         self.target, self.accept_new, self.config_path = target, accept_new, config_path
+        self.via = via  # the hosts this connection is a jump for (to tell a ProxyJump loop)
         self.round_trips = 0
         self._client: Any = None
         self._jump: SSHSession | None = None
@@ -123,16 +170,20 @@ class SSHSession:
     # -- connection ------------------------------------------------------------
     def connect(self) -> None:
         client = paramiko.SSHClient()
-        client.load_system_host_keys()
-        for path in self.target.known_hosts:
-            if os.path.exists(path):
-                client.load_host_keys(path)
-        client.set_missing_host_key_policy(_AcceptNew(self.target) if self.accept_new else _Refuse(self.target))
+        known = KnownHosts()
+        for path in [os.path.expanduser("~/.ssh/known_hosts"), *self.target.known_hosts]:
+            known.load(path)
+        known.install(client)
+        policy = _AcceptNew if self.accept_new else _Refuse
+        client.set_missing_host_key_policy(policy(self.target, known))
         sock = None
         if self.target.proxy_jump:
-            self._jump = SSHSession(
-                parse_target(self.target.proxy_jump, self.config_path), self.accept_new, self.config_path
-            )
+            chain = (*self.via, self.target.alias)
+            jump = parse_target(self.target.proxy_jump, self.config_path)
+            if jump.alias in chain:
+                loop = " -> ".join((*chain, jump.alias))
+                raise ConfigError("ssh config", loop, "ProxyJump loops back to a host already on the way")
+            self._jump = SSHSession(jump, self.accept_new, self.config_path, chain)
             self._jump.connect()
             transport = self._jump._client.get_transport()
             sock = transport.open_channel("direct-tcpip", (self.target.host, self.target.port), ("127.0.0.1", 0))
@@ -220,6 +271,11 @@ class SSHSession:
 
     def finish(self, channel: Any, argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
         """Send ``stdin`` to a started command, close its input, drain both outputs, get its status."""
+        code, out, err = self.exchange(channel, argv, stdin)
+        return subprocess.CompletedProcess(list(argv), code, out.decode(errors="replace"), err)
+
+    def exchange(self, channel: Any, argv: Sequence[str], stdin: str | None) -> tuple[int, bytes, str]:
+        """:meth:`finish` as (exit code, stdout's bytes, stderr's text)."""
         try:
             if stdin:
                 channel.sendall(stdin.encode())
@@ -255,11 +311,17 @@ class SSHSession:
         missing = _NOT_FOUND.search(text_err) if code == 127 else None
         if missing:
             raise BackendError(f"{missing.group(1)} is not installed on {self.target.host} (is it a Slurm login node?)")
-        return subprocess.CompletedProcess(list(argv), code, out.decode(errors="replace"), text_err)
+        return code, bytes(out), text_err
 
     def read_text(self, path: str) -> str | None:
         res = self.run(["cat", "--", path])
         return res.stdout if res.returncode == 0 else None
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
+        """The bytes of ``path`` from ``offset`` on (``tail -c +N``: only what was appended travels)."""
+        argv = ["tail", "-c", f"+{offset + 1}", "--", path]
+        code, out, _ = self.exchange(self.start(argv), argv, None)
+        return out if code == 0 else None
 
 
 class HostKeyRefused(paramiko.SSHException):
@@ -316,25 +378,31 @@ def _new_transport(sock: Any, **options: Any) -> paramiko.Transport:
 
 
 class _Refuse(paramiko.MissingHostKeyPolicy):
-    """Missing-host-key policy: refuse (the default)."""
+    """Missing-host-key policy: refuse (the default); a revoked key is always refused."""
 
-    def __init__(self, target: Target) -> None:
-        self.target = target
+    def __init__(self, target: Target, known: KnownHosts) -> None:
+        self.target, self.known = target, known
 
     def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        if self.known.is_revoked(key):
+            raise HostKeyRefused(f"host key for {hostname} is marked @revoked in known_hosts: refusing to connect")
+        if self.known.cert_authorities:
+            raise HostKeyRefused(
+                f"host key for {hostname} is not in known_hosts; known_hosts trusts host certificates "
+                "(@cert-authority), which ti-slurm does not check: add the host's own key (ssh-keyscan)"
+            )
         raise HostKeyRefused(
             f"host key for {hostname} is not in known_hosts ({', '.join(self.target.known_hosts)}): verify it, then "
             "add it (ssh-keyscan, or connect once with --accept-new-host-key)"
         )
 
 
-class _AcceptNew(paramiko.MissingHostKeyPolicy):
-    """Missing-host-key policy: record a never-seen host's key (``accept-new``)."""
-
-    def __init__(self, target: Target) -> None:
-        self.target = target
+class _AcceptNew(_Refuse):
+    """Missing-host-key policy: record a never-seen host's key (``accept-new``), never a revoked one."""
 
     def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+        if self.known.is_revoked(key):
+            super().missing_host_key(client, hostname, key)
         # paramiko names the host "[host]:port" already when the port is not 22
         path = self.target.known_hosts[0] if self.target.known_hosts else os.path.expanduser("~/.ssh/known_hosts")
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -399,6 +467,9 @@ class SSHBackend(SlurmBackend):
 
     def read_text(self, path: str) -> str | None:
         return self.session.read_text(path)
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
+        return self.session.read_bytes(path, offset)
 
 
 def sync_tree(session: SSHSession, local: str, remote: str, excludes: Sequence[str] = ()) -> int:

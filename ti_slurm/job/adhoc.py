@@ -30,12 +30,16 @@ def adhoc_plan(
     rendezvous_timeout: int,
 ) -> tuple[JobPlan, int]:
     """A plan and this step's component index, from flags and this step's Slurm variables."""
+    from ti_slurm.job.contract import is_number
     from ti_slurm.site import load_site_config
 
     if gpus_per_node is None:
         on_node = env.get("SLURM_GPUS_ON_NODE", "0")
-        gpus_per_node = int(on_node) if on_node.isdigit() else 0
-    het = int(env.get("SLURM_HET_SIZE", "1") or "1")
+        gpus_per_node = int(on_node) if is_number(on_node) else 0
+    het_size = env.get("SLURM_HET_SIZE", "1") or "1"
+    if not is_number(het_size):
+        raise ContractError(f"SLURM_HET_SIZE={het_size[:40]!r} is not a number")
+    het = int(het_size)
     if het > 1:
         lists = [env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{c}", "") for c in range(het)]
         counts = [len(expand(text)) for text in lists]
@@ -78,12 +82,17 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     """
     if env.get("TI_SLURM_JOB_DIR"):
         return env["TI_SLURM_JOB_DIR"]
+    from ti_slurm.job.contract import is_number
+
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not is_number(job_id):
+        raise ContractError(f"SLURM_JOB_ID={job_id[:40]!r} is not a job id: run this inside a Slurm job step")
     import stat
     import tempfile
 
     from ti_slurm.site import load_site_config
 
-    prolog_dir = os.path.join(load_site_config().job_dir_base, env.get("SLURM_JOB_ID", "0"))
+    prolog_dir = os.path.join(load_site_config().job_dir_base, job_id)
     try:
         info = os.lstat(prolog_dir)
         if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
@@ -99,6 +108,6 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     info = os.lstat(base)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise ContractError(f"{base} is not a private directory of this user; refusing to write job files there")
-    job_dir = os.path.join(base, env.get("SLURM_JOB_ID", "0"))
+    job_dir = os.path.join(base, job_id)
     os.makedirs(job_dir, mode=0o700, exist_ok=True)
     return job_dir

@@ -38,16 +38,14 @@ _STEP_VARS = (
 )
 
 
-def parse_ssh_args(argv: list[str]) -> tuple[str, list[str]]:
-    """Return (host, command words) from an ssh command line."""
-    i = 0
+def _options_end(argv: list[str], i: int) -> int:
+    """The index of the first word at or after ``i`` that is not an ssh option or its argument."""
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
-            i += 1
-            break
+            return i + 1
         if not arg.startswith("-") or arg == "-":
-            break
+            return i
         flags = arg[1:]
         for j, ch in enumerate(flags):
             if ch in _WITH_ARG:
@@ -55,10 +53,20 @@ def parse_ssh_args(argv: list[str]) -> tuple[str, list[str]]:
                     i += 1  # the argument is the next word
                 break
         i += 1
+    return i
+
+
+def parse_ssh_args(argv: list[str]) -> tuple[str, list[str]]:
+    """Return (host, command words) from an ssh command line.
+
+    Like OpenSSH, options may also follow the host (``ssh host -p 22 cmd``, as
+    horovodrun writes it); the command starts at the first word after that.
+    """
+    i = _options_end(argv, 0)
     if i >= len(argv):
         raise SystemExit("ti-slurm-ssh: no host given")
     host = argv[i].rsplit("@", 1)[-1]
-    return host, argv[i + 1 :]
+    return host, argv[_options_end(argv, i + 1) :]
 
 
 def job_nodes(env: Mapping[str, str]) -> dict[str, str]:

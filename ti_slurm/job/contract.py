@@ -100,10 +100,15 @@ def _get(env: Mapping[str, str], name: str) -> str:
     return value
 
 
+def is_number(text: str) -> bool:
+    """1 to 18 ASCII digits (``str.isdigit`` also takes other scripts' digits: ``"١"``)."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
+
+
 def _int(env: Mapping[str, str], name: str) -> int:
     value = _get(env, name)
-    if not value.isdigit():
-        raise ContractError(f"{name}={value!r} is not a number")
+    if not is_number(value):
+        raise ContractError(f"{name}={value[:40]!r} is not a number")
     return int(value)
 
 

@@ -3,8 +3,12 @@
 - Items are separated by commas outside brackets; order and duplicates kept.
 - ``[lo-hi,n,...]`` ranges take their zero-padding width from the low bound
   (``node[1-010]`` is node1..node10, ``n[009-011]`` is n009..n011).
-- Several bracket groups expand as a cartesian product, leftmost slowest
-  (``rack[0-1]_blade[0-2]``), and text may follow a bracket (``n[1-2]-ib``).
+- Several bracket groups expand as a cartesian product in Slurm's own order:
+  the last group fastest, then the first, the second, ... (``rack[0-1]_blade[0-2]``
+  is rack0_blade0, rack0_blade1, ...; ``a[0-1]b[0-1]c[0-1]`` is a0b0c0 a0b0c1
+  a1b0c0 a1b0c1 a0b1c0 ..., as ``scontrol show hostnames`` prints it). Ranks
+  follow this order. Text may follow a bracket (``n[1-2]-ib``).
+- A bracket alone is a list of numeric names (``[1-3]`` is 1, 2, 3), as in Slurm.
 - Like Slurm, one range holds at most 65536 names.
 
 Stricter than Slurm where Slurm is lenient: empty items, whitespace, empty or
@@ -18,6 +22,7 @@ from ti_slurm.errors import HostlistError
 
 MAX_RANGE = 65536
 MAX_NAMES = 1 << 20
+MAX_DIGITS = 18  # a host number longer than this is no host number (and int() of thousands of digits fails)
 
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _DIGITS = "0123456789"
@@ -29,8 +34,8 @@ def _plain(text: str) -> bool:
 
 
 def _number(text: str) -> bool:
-    """One or more ASCII digits."""
-    return text.isascii() and text.isdigit()
+    """One to MAX_DIGITS ASCII digits."""
+    return 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()
 
 
 def expand(text: str) -> list[str]:
@@ -70,6 +75,7 @@ def _split_top(text: str) -> list[str]:
 def _expand_item(text: str, item: str) -> list[str]:
     # Split "a[1-2]b[3]c" into literal and bracket parts.
     parts: list[list[str]] = []
+    brackets: list[int] = []  # indexes of the bracket parts
     pos = 0
     while pos < len(item):
         lb = item.find("[", pos)
@@ -81,18 +87,31 @@ def _expand_item(text: str, item: str) -> list[str]:
         if lb < 0:
             break
         rb = item.index("]", lb)
+        brackets.append(len(parts))
         parts.append(_expand_ranges(text, item, item[lb + 1 : rb]))
         pos = rb + 1
-    if not parts or (len(parts) == 1 and item.startswith("[")):
+    if not parts:
+        raise HostlistError(text, item, "empty item")
+    if item.startswith("[") and len(parts) > 1:
         raise HostlistError(text, item, "a bracket needs a name before it")
     if len(parts) == 1:
         return parts[0]
-    result = [""]
+    size = 1
     for choices in parts:
-        if len(result) * len(choices) > MAX_NAMES:
+        size *= len(choices)
+        if size > MAX_NAMES:
             raise HostlistError(text, item, f"more than {MAX_NAMES} names")
-        result = [head + tail for head in result for tail in choices]
-    return result
+    if len(brackets) <= 2:  # leftmost slowest: the plain cartesian product
+        result = [""]
+        for choices in parts:
+            result = [head + tail for head in result for tail in choices]
+        return result
+    # Slurm's order: the last bracket group varies fastest, then the first, the second, ...
+    order = [*brackets[-2::-1], brackets[-1]]  # slowest first
+    picks: list[list[str]] = [[choices[0] for choices in parts]]
+    for b in order:
+        picks = [[*p[:b], value, *p[b + 1 :]] for p in picks for value in parts[b]]
+    return ["".join(p) for p in picks]
 
 
 def _expand_ranges(text: str, item: str, body: str) -> list[str]:
@@ -124,7 +143,7 @@ def compress(names: list[str]) -> str:
         if not name or not _plain(name):
             raise HostlistError(",".join(names)[:80], name, "not a plain host name")
         prefix = name.rstrip(_DIGITS)
-        if len(prefix) == len(name):
+        if len(prefix) == len(name) or len(name) - len(prefix) > MAX_DIGITS:
             groups.append((name, None))
             continue
         digits = name[len(prefix) :]

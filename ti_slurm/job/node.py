@@ -26,7 +26,7 @@ from ti_slurm.job.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
@@ -53,21 +53,28 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
     write_atomic(os.path.join(paths.agent_dir, "ti-slurm-ssh"), agent, 0o755)
 
 
-def wait_for_port(addr: str, port: int, timeout: float) -> bool:
-    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
+def port_accepts(addr: str, port: int, timeout: float) -> bool:
+    """Whether ``addr:port`` accepts a TCP connection now (within ``timeout`` seconds)."""
     import socket
 
+    try:
+        with socket.create_connection((addr, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_port(addr: str, port: int, timeout: float) -> bool:
+    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
-        try:
-            with socket.create_connection((addr, port), timeout=min(2.0, timeout)):
-                return True
-        except OSError:
-            if time.monotonic() + delay > deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        if port_accepts(addr, port, min(2.0, timeout)):
+            return True
+        if time.monotonic() + delay > deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 def record_exit(job_dir: str, plan: JobPlan, component: int, index: int, node: str, code: int, started: float) -> None:
@@ -103,10 +110,14 @@ class NodeRun(Record):
         contract = self.contract
         record_exit(self.job_dir, self.plan, self.component, contract.index, contract.node, code, self.started)
 
-    def run_command(self, command: str | None = None) -> int:
-        """Run ``command`` (default: this component's start command), record its exit code, return it."""
+    def run_command(self, command: str | None = None, guard: Callable[[], int | None] | None = None) -> int:
+        """Run ``command`` (default: this component's start command), record its exit code, return it.
+
+        ``guard`` may stop the command early (see :func:`ti_slurm.job.process.run_command`).
+        """
         plan = self.plan
-        code = run_command(command or plan.command_of(self.component), self.env, plan.workdir, plan.stop_grace)
+        command = command or plan.command_of(self.component)
+        code = run_command(command, self.env, plan.workdir, plan.stop_grace, guard)
         self.record(code)
         return code
 

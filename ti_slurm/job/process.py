@@ -14,7 +14,7 @@ import time
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from types import FrameType
     from typing import IO
 
@@ -29,25 +29,43 @@ def start_group(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     output: IO[bytes] | None = None,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new process group (and session).
 
     With ``output``, stdout and stderr go there and stdin is closed; without
-    it the process shares ours.
+    it the process shares ours. With ``die_with_parent``, the process gets
+    SIGTERM when this one dies, however it dies (Linux's parent-death signal).
     """
     import subprocess
 
-    if output is None:
-        return subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
+    quiet = output is not None  # output to a file, no input
     return subprocess.Popen(
         list(argv),
         env=None if env is None else dict(env),
         cwd=cwd,
         stdout=output,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if quiet else None,
+        stdin=subprocess.DEVNULL if quiet else None,
         start_new_session=True,
+        preexec_fn=_parent_death_signal() if die_with_parent else None,
     )
+
+
+def _parent_death_signal() -> Callable[[], None]:
+    """A ``preexec_fn`` that asks Linux to send SIGTERM to the child when its parent dies."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def signal_group(pid: int, signum: int) -> None:
@@ -58,23 +76,36 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace: float) -> int:
+def run_command(
+    command: str,
+    env: Mapping[str, str],
+    workdir: str | None,
+    grace: float,
+    guard: Callable[[], int | None] | None = None,
+) -> int:
     """Run ``bash -c command`` in its own process group and return its exit code.
 
     SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
     ``grace`` seconds later, or once the command has exited, is killed.
+    ``guard``, called about twice a second while the command runs, may end it:
+    when it returns an exit code, the group is stopped the same way and that
+    code is returned.
     """
     import signal
     import subprocess
 
     proc = start_group(["/bin/bash", "-c", command], env, workdir or None)
     kill_at: float | None = None
+    forced: int | None = None
 
-    def forward(signum: int, frame: FrameType | None) -> None:
+    def stop(signum: int) -> None:
         nonlocal kill_at
         signal_group(proc.pid, signum)
         if kill_at is None:
             kill_at = time.monotonic() + grace
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        stop(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
@@ -86,9 +117,13 @@ def run_command(command: str, env: Mapping[str, str], workdir: str | None, grace
             except subprocess.TimeoutExpired:
                 if kill_at is not None and time.monotonic() > kill_at:
                     signal_group(proc.pid, signal.SIGKILL)
+                if guard is not None and forced is None:
+                    forced = guard()
+                    if forced is not None:
+                        stop(signal.SIGTERM)
     finally:
         signal_group(proc.pid, signal.SIGKILL)  # nothing of the command outlives it
-    return exit_code(code)
+    return exit_code(code) if forced is None else forced
 
 
 def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> None:
@@ -108,6 +143,18 @@ def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> No
     if group or proc.poll() is None:
         send(signal.SIGKILL)
     proc.wait()
+
+
+def start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``); ``None`` if it is gone.
+
+    A pid together with its start time names one process: a pid alone may be reused.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 def alive(pid: int) -> bool:

@@ -24,6 +24,7 @@ wrapper writes in ``<job dir>/nodes/`` name the failing node.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ from ti_slurm.job.process import exit_code, start_group, terminate
 from ti_slurm.job.states import JobState
 
 POLL_SECONDS = 0.1
+CANCEL_SETTLE = 2.0  # seconds a step killed by a signal waits for the supervisor's own cancel signal
 
 
 @dataclass
@@ -163,7 +165,7 @@ class LocalLauncher:
         for index in nodes:
             with open(paths.node_log(comp.name, index), "wb") as log:
                 argv = node_command(plan, component, self.job_dir)
-                proc = start_group(argv, self.env_for(plan, index), output=log)
+                proc = start_group(argv, self.env_for(plan, index), output=log, die_with_parent=True)
             launches.append(Launch(component, comp.name, [index], proc))
         return launches
 
@@ -311,31 +313,32 @@ class Supervisor:
         for launch in running:
             self.launcher.stop(launch, self.plan.stop_grace)
             launch.exit_code = exit_code(launch.proc.returncode)
-            self.launch_exit_event(launch)
+            with contextlib.suppress(OSError):  # stopping matters more than its record
+                self.launch_exit_event(launch)
 
     def run(self) -> Outcome:
         os.makedirs(self.paths.root, exist_ok=True)
         shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # records of an earlier run
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
-        for c, nodes in self.launch_plan():
-            self.launches.extend(self.launcher.start(self.plan, c, nodes))
-        self.event(
-            "start",
-            mode=self.plan.mode,
-            components=[
+        try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
+            for c, nodes in self.launch_plan():
+                self.launches.extend(self.launcher.start(self.plan, c, nodes))
+            components = [
                 {"name": comp.name, "nodes": self.launcher.node_names(c)} for c, comp in enumerate(self.plan.components)
-            ],
-        )
-        self.say(f"started {len(self.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
-        try:
+            ]
+            self.event("start", mode=self.plan.mode, components=components)
+            self.say(f"started {len(self.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
             outcome = self._loop()
-        except Exception as exc:  # never leave steps running behind a broken supervisor
+        except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
         record_first = outcome.state is JobState.CANCELLED and self.launcher.record_before_stop_on_cancel
         if not record_first:
             self.stop_running()
-        self.event("end", state=outcome.state.value, reason=outcome.reason, failed=outcome.failed)
+        try:
+            self.event("end", state=outcome.state.value, reason=outcome.reason, failed=outcome.failed)
+        except OSError as exc:  # the outcome still reaches the job's output (and the exit code)
+            self.say(f"cannot record the job's end in {self.paths.status}: {exc.strerror}")
         if record_first:
             self.stop_running()
         self.say(f"{outcome.state}: {outcome.reason}")
@@ -359,8 +362,21 @@ class Supervisor:
                 if outcome is not None:
                     if outcome.state is JobState.COMPLETED:
                         self.stop_running()
-                    return outcome
+                    return self._cancelled_meanwhile(outcome)
             time.sleep(POLL_SECONDS)
+
+    def _cancelled_meanwhile(self, outcome: Outcome) -> Outcome:
+        """A node killed by a signal may be the first sign of a cancel: ``scancel`` signals every step
+        and the batch script at once, in no set order. Give the supervisor's own signal a moment."""
+        code = outcome.failed.get("exit_code")
+        if outcome.state is not JobState.FAILED or (isinstance(code, int) and code <= 128):
+            return outcome
+        deadline = time.monotonic() + CANCEL_SETTLE
+        while self._cancel_signal is None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS / 2)
+        if self._cancel_signal is None:
+            return outcome
+        return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
 
     def _settle_background_exit(self) -> None:
         # A Ray worker may notice the head stopping before the head's own step

@@ -9,8 +9,12 @@
 #SBATCH --cpus-per-task="1"
 #SBATCH --constraint="a\"b\\c #x"
 set -euo pipefail
-job_dir='/tmp/out dir/%j '"'"'q'"'"' $(touch CANARY)'/"${SLURM_JOB_ID}"
-mkdir -p -- "$job_dir"
+mkdir -p -- '/tmp/out dir/%j '"'"'q'"'"' $(touch CANARY)'
+job_dir=$(cd -- '/tmp/out dir/%j '"'"'q'"'"' $(touch CANARY)' && pwd -P)/"${SLURM_JOB_ID}"  # absolute: the command may cd away
+if [ -e "$job_dir/plan.json" ] && ! grep -qF -- '"submission":""' "$job_dir/plan.json"; then
+  mv -- "$job_dir" "$job_dir.earlier.$(date +%s)"  # a reused job id: keep the earlier job's record and logs
+fi
+[ -d "$job_dir" ] || mkdir -m 700 -- "$job_dir"  # the plan may hold secrets (the spec's env)
 cat > "$job_dir/plan.json" <<'TI_SLURM_PLAN'
 {"account":null,"command":"echo '$(touch CANARY)' \"`touch CANARY`\"; echo TI_SLURM_PLAN; echo done","components":[{"command":"","cpus_per_node":1,"gpus_per_node":0,"mem":null,"name":"ddp","nodes":1,"partition":null}],"env":{"EVIL":"'; touch CANARY; '","NL":"a\nTI_SLURM_PLAN\ntouch CANARY"},"master_port":null,"mode":"ddp","name":"x","nccl_overrides":{},"output_dir":"/tmp/out dir/%j 'q' $(touch CANARY)","partition":null,"port_range":[61000,65535],"python":"/opt/ti-slurm/bin/python","qos":null,"rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{"constraint":"a\"b\\c #x"},"stop_grace":10,"submission":"","time":null,"version":1,"workdir":"/tmp/w d/$(touch CANARY)"}
 TI_SLURM_PLAN

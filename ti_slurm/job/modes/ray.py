@@ -99,6 +99,16 @@ class Ray(Mode):
         from ti_slurm.job.process import start_group, terminate
 
         plan, env = run.plan, run.env
+        ray = ray_executable(env.get("PATH", ""))
+        if ray is None:
+            print(
+                f"ti-slurm: node {run.contract.node}: no ray command beside {sys.executable} or on PATH "
+                "(install ray for the job's Python)",
+                file=sys.stderr,
+                flush=True,
+            )
+            run.record(127)
+            return 127
         head_addr, head_port = env["HEAD_ADDR"], int(env["HEAD_PORT"])
         if run.contract.role == "worker":
             if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout):
@@ -106,10 +116,10 @@ class Ray(Mode):
                 run.record(124)
                 return 124
             try:
-                return run.run_command(_join(ray_start_args(env, head=False)))
+                return run.run_command(_join(ray_start_args(env, head=False, ray=ray)))
             finally:
                 shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
-        head = start_group(ray_start_args(env, head=True), env, plan.workdir or None)
+        head = start_group(ray_start_args(env, head=True, ray=ray), env, plan.workdir or None)
         try:
             if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
                 print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
@@ -131,11 +141,19 @@ class Ray(Mode):
 MODE = Ray()
 
 
-def ray_start_args(env: dict[str, str], head: bool) -> list[str]:
+def ray_executable(path: str) -> str | None:
+    """The ``ray`` command of the job's Python (installed beside it), else the first on ``path``."""
+    import shutil
+
+    beside = os.path.join(os.path.dirname(sys.executable), "ray")
+    return beside if os.access(beside, os.X_OK) else shutil.which("ray", path=path)
+
+
+def ray_start_args(env: dict[str, str], head: bool, ray: str = "ray") -> list[str]:
     """``ray start`` arguments with every port taken from this job's block (no clashes between jobs)."""
     base = int(env["TI_SLURM_RAY_PORT_BASE"])
     args = [
-        "ray",
+        ray,
         "start",
         f"--node-ip-address={env['TI_SLURM_RAY_NODE_IP']}",
         f"--num-cpus={env['TI_SLURM_RAY_CPUS']}",

@@ -1,0 +1,134 @@
+"""Hostile and broken input: each is one line on stderr, exit 2, and nothing is created or submitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def submit_local(tmp_path: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli("submit", "--local", str(path), cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "state")})
+
+
+def one_line_error(res: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("ti-slurm: error: "), res.stderr
+    assert needle in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+BASE = {"mode": "mpi", "command": "true", "nodes": 1}
+DEEP_JSON = '{"mode": "mpi", "command": "x", "nodes": 1, "env": ' + "[" * 100_000 + "]" * 100_000 + "}"
+NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]]}})
+
+
+@pytest.mark.parametrize(
+    "name,text,needle",
+    [
+        ("deep.json", DEEP_JSON, "spec"),
+        ("deep.yaml", "mode: mpi\ncommand: x\nnodes: 1\nenv: " + "[" * 5000 + "]" * 5000 + "\n", "spec"),
+        ("nested.json", NESTED, "nested more than"),
+        ("digits.json", '{"mode": "mpi", "command": "x", "nodes": ' + "1" * 5000 + "}", "invalid value"),
+        ("digits.yaml", "mode: mpi\ncommand: x\nnodes: " + "1" * 5000 + "\n", "invalid value"),
+        ("surrogate.json", '{"mode": "mpi", "command": "x", "nodes": 1, "workdir": "a\\ud800"}', "workdir"),
+        ("surrogate-env.json", '{"mode": "mpi", "command": "x", "nodes": 1, "env": {"A": "\\udfff"}}', "env.A"),
+        ("nodir.json", json.dumps({**BASE, "workdir": "/nonexistent/dir"}), "workdir: '/nonexistent/dir': no such"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 30 and "." in value else "",
+)
+def test_broken_specs_are_one_line(tmp_path: Path, name: str, text: str, needle: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    one_line_error(submit_local(tmp_path, path), needle)
+    assert not (tmp_path / "ti-slurm-jobs").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "below-file"])
+def test_an_output_dir_that_is_a_file_is_one_line(tmp_path: Path, where: str) -> None:
+    (tmp_path / "taken").write_text("not a directory")
+    out = tmp_path / "taken" if where == "file" else tmp_path / "taken" / "jobs"
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**BASE, "output_dir": str(out)}))
+    one_line_error(submit_local(tmp_path, path), "output_dir")
+    assert (tmp_path / "taken").read_text() == "not a directory"
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["env", "--mode", "ddp", "--gpus-per-node", "-5"], "--gpus-per-node: '-5'"),
+        (["env", "--mode", "ddp", "--master-port", "99999999"], "--master-port: '99999999'"),
+        (["env", "--mode", "ddp", "--rendezvous-timeout", "١"], "--rendezvous-timeout"),
+    ],
+)
+def test_bad_flags_are_one_line(args: list[str], needle: str) -> None:
+    res = run_cli(*args)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({"SLURM_JOB_ID": "../../etc", "SLURM_JOB_NODELIST": "n1", "SLURM_NODEID": "0"}, "SLURM_JOB_ID='../../etc'"),
+        ({"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "١"}, "SLURM_NODEID='١' is not a"),
+        ({"SLURM_JOB_ID": "1" * 5000, "SLURM_JOB_NODELIST": "n1", "SLURM_NODEID": "0"}, "is not a"),
+    ],
+    ids=["path-job-id", "arabic-digit", "huge-job-id"],
+)
+def test_hostile_slurm_variables_in_exec_are_one_line(tmp_path: Path, env: dict[str, str], needle: str) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TI_SLURM_"))}
+    res = subprocess.run(
+        ["ti-slurm", "exec", "--mode", "ddp", "--", "true"],
+        env={**clean, **env, "TMPDIR": str(tmp_path), "TI_SLURM_NODE_ADDR": "10.0.0.1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr
+    made = [p.name for p in tmp_path.glob("ti-slurm-*/*")]
+    assert made == ([env["SLURM_JOB_ID"]] if env["SLURM_JOB_ID"] == "12" else [])  # none from a hostile job id
+
+
+def test_broken_records_do_not_break_status_or_list(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**BASE, "output_dir": str(tmp_path / "out")}))
+    res = run_cli("submit", "--local", "--wait", str(path), cwd=tmp_path, env=env)
+    job = res.stdout.split()[0]
+    status_file = tmp_path / "out" / job / "status.jsonl"
+    lines = status_file.read_text().splitlines()
+    start = json.loads(lines[0])
+    # valid JSON that is not an event, and a start event without nodes, before the real ones
+    no_nodes = json.dumps({**start, "components": [{"name": "mpi"}]})
+    status_file.write_text("\n".join(["[1, 2]", '"text"', no_nodes, *lines]))
+    (tmp_path / "state" / "ti-slurm" / "jobs" / "9.json").write_text("[1, 2, 3]\n")
+    assert json.loads(run_cli("status", job, "--json", env=env).stdout)["state"] == "COMPLETED"
+    listing = run_cli("list", env=env)
+    assert listing.returncode == 0 and job in listing.stdout
+
+
+def test_host_without_the_ssh_extra_is_one_line(tmp_path: Path) -> None:
+    fake = tmp_path / "site"
+    (fake / "paramiko").mkdir(parents=True)
+    (fake / "paramiko" / "__init__.py").write_text("raise ImportError(\"No module named 'paramiko'\")\n")
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(BASE))
+    res = run_cli("submit", str(path), "--host", "login", env={"PYTHONPATH": str(fake)})
+    one_line_error(res, "needs paramiko: pip install 'ti-slurm[ssh]'")
+
+
+def test_a_registry_that_cannot_be_written_is_a_warning_after_the_job_id(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file where the registry's directory would go")
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**BASE, "output_dir": str(tmp_path / "out")}))
+    res = run_cli("submit", "--local", str(path), cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 0 and res.stdout.startswith("local-"), res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("ti-slurm: warning: job local-"), res.stderr
+    assert "is submitted, but recording it" in res.stderr and "Traceback" not in res.stderr
+    assert (tmp_path / "out" / res.stdout.strip()).is_dir()  # the job itself went ahead
