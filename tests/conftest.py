@@ -31,6 +31,18 @@ def write_spec(tmp_path: Path):
     return write
 
 
+@pytest.fixture
+def own_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API records jobs in a registry of this test's own, and works in its own directory."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+
+
+def api_spec(tmp_path: Path, **fields: object) -> dict[str, object]:
+    """A spec for the Python API whose jobs' directories go below ``tmp_path``."""
+    return {"output_dir": str(tmp_path / "out"), **fields}
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600):
     """Run the real ``ti-slurm`` command line."""
     full_env = dict(os.environ)

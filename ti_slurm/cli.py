@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
     s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
     s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
+    s.add_argument(
+        "--queue-anyway",
+        action="store_true",
+        help="submit a job its partition cannot run as it stands (say, for nodes about to be added)",
+    )
 
     st = sub.add_parser("status", help="state of a job, its components and steps", parents=[remote])
     st.add_argument("job")
@@ -130,6 +135,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         backend="local" if args.local else None,
         host=None if args.local else args.host,
         sync=args.sync,
+        queue_anyway=args.queue_anyway,
         **ssh_options(args),
     )
     if job.synced_files is not None:

@@ -24,6 +24,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 """A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
 
-FOLLOW_POLL_MAX = 5.0  # seconds between queries while following a job, at most
+RECORD_POLL_MAX = 1.0  # seconds between reads of a followed job's own record, at most (no controller call)
 
 
 def load(spec: SpecLike) -> JobSpec:
@@ -103,6 +104,7 @@ def submit(
     sync: str | None = None,
     accept_new_host_key: bool = False,
     ssh_config: str | None = None,
+    queue_anyway: bool = False,
 ) -> Job:
     """Submit a job; return its handle once the scheduler has its id.
 
@@ -124,6 +126,7 @@ def submit(
     if sync and not host:
         raise ConfigError("sync", sync, "uploads to a login node: give a host too")
     submission = uuid.uuid4().hex[:16]
+    submit_time = time.time()
     synced: int | None = None
     chosen: Backend
     if host:
@@ -133,7 +136,7 @@ def submit(
 
             job_plan = plan_job(job_spec, remote=True, submission=submission)
             synced = sync_tree(ssh.session, sync, job_plan.workdir or ".")
-            info = ssh.submit(job_plan, render_plan(job_plan))
+            info = ssh.submit(job_plan, render_plan(job_plan), check_fit=not queue_anyway)
         else:
             # Start the remote half of the submit first: it waits for its input while
             # the plan is made and rendered here, so the remote login shell starts
@@ -145,12 +148,13 @@ def submit(
             except BaseException:
                 ssh.abandon_submit(started)
                 raise
-            info = ssh.finish_submit(started, job_plan, script)
+            info = ssh.finish_submit(started, job_plan, script, check_fit=not queue_anyway)
         chosen = ssh
     else:
         chosen = open_backend(backend or "slurm")
         job_plan = plan_job(job_spec, submission=submission)
-        info = chosen.submit(job_plan, render_plan(job_plan))
+        info = chosen.submit(job_plan, render_plan(job_plan), check_fit=not queue_anyway)
+    info.submitted = submit_time
     try:
         remember(info)
     except OSError as exc:  # the job runs all the same: never a reason to submit it again
@@ -199,7 +203,8 @@ def jobs(
 ) -> list[JobStatus]:
     """The status of every job submitted from this account (optionally only those on ``host``).
 
-    One queue query per backend and host serves all of them.
+    Jobs whose own record has ended need no query; one shared queue query per
+    backend and host serves all the others.
     """
     from ti_slurm.registry import recall_all
 
@@ -207,11 +212,63 @@ def jobs(
     out: list[JobStatus] = []
     for name, on_host in sorted({(j.backend, j.host) for j in infos}):
         backend = open_backend(name, on_host, accept_new_host_key=accept_new_host_key, ssh_config=ssh_config)
-        group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
-        queued = backend.queue_states(group)
-        out.extend(job_status(j, read_events(backend, j), queued.get(j.job_id)) for j in group)
+        from ti_slurm.queue import SharedQueue
+        from ti_slurm.status import recorded_end
+
+        records = {j.job_id: read_events(backend, j) for j in infos if (j.backend, j.host) == (name, on_host)}
+        group = [j for j in infos if j.job_id in records]
+        unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
+        queued = SharedQueue(backend, on_host).states(unended) if unended else {}
+        out.extend(job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group)
     order = {j.job_id: i for i, j in enumerate(infos)}
     return sorted(out, key=lambda s: order[s.job_id])
+
+
+class _Follower:
+    """One job's status over time: its record read every time, the queue asked on a backoff.
+
+    The queue is first asked right away, or, for a job this process has just
+    submitted, after FOLLOW_FIRST seconds (its record often says it runs by
+    then); then again after twice as long each time, up to FOLLOW_MAX; once
+    the record shows the job running, after FOLLOW_RUNNING seconds and then
+    every FOLLOW_MAX. A record with its final event needs no queue at all.
+    """
+
+    def __init__(self, job: Job) -> None:
+        from ti_slurm.queue import FOLLOW_FIRST
+
+        self.job = job
+        self.interval = FOLLOW_FIRST
+        just_submitted = job.info.submitted and time.time() - job.info.submitted < FOLLOW_FIRST
+        self.next_ask = time.monotonic() + (FOLLOW_FIRST if just_submitted else 0.0)
+        # until the queue is asked, a job just submitted counts as what sbatch left it: pending
+        self.queued: JobInfo | None = replace(job.info, reason="submitted")
+        self.seen_running = False
+
+    def status(self, ask_now: bool = False) -> JobStatus:
+        from ti_slurm.queue import FOLLOW_MAX, FOLLOW_RUNNING, SHARED_MAX_AGE
+        from ti_slurm.status import recorded_end
+
+        job = self.job
+        events = read_events(job.backend, job.info)
+        if recorded_end(job.info, events):
+            return job_status(job.info, events, None)
+        now = time.monotonic()
+        if ask_now or now >= self.next_ask:
+            max_age = SHARED_MAX_AGE if ask_now else self.interval
+            self.queued = job.queue.states([job.info], max_age).get(job.id)
+            self.next_ask, self.interval = now + self.interval, min(self.interval * 2, FOLLOW_MAX)
+            gone = self.queued is None or self.queued.state.is_terminal
+            if gone and job.job_dir:  # it left the queue: its last record may still be landing
+                time.sleep(1.0)
+                events = read_events(job.backend, job.info)
+        status = job_status(job.info, events, self.queued)
+        if status.state is JobState.RUNNING and status.components and not self.seen_running:
+            self.seen_running = True  # from now on the queue only tells that it vanished: rarely
+            self.next_ask, self.interval = max(self.next_ask, now + FOLLOW_RUNNING), FOLLOW_MAX
+        if status.state is JobState.UNKNOWN and not status.components and not job.info.name:
+            raise UnknownJobError(f"job {job.id}: not queued and no record of it here (unknown id, or not yours)")
+        return status
 
 
 def read_events(backend: Backend, info: JobInfo) -> list[dict[str, Any]]:
@@ -220,10 +277,19 @@ def read_events(backend: Backend, info: JobInfo) -> list[dict[str, Any]]:
 
 
 class Job:
-    """A submitted job: its id, its state, and what can be done with it."""
+    """A submitted job: its id, its state, and what can be done with it.
+
+    Following it (:meth:`wait`, :meth:`logs` with ``follow``) reads the job's own
+    record; the scheduler is asked only to tell pending from running and to
+    learn that the job left the queue without a final record, and then rarely
+    (see :mod:`ti_slurm.queue`).
+    """
 
     def __init__(self, info: JobInfo, backend: Backend) -> None:
+        from ti_slurm.queue import SharedQueue
+
         self.info, self.backend = info, backend
+        self.queue = SharedQueue(backend, info.host)
         self.synced_files: int | None = None  # submit(sync=...): how many files went up
 
     def __repr__(self) -> str:
@@ -239,19 +305,12 @@ class Job:
 
     @property
     def state(self) -> JobState:
-        """The job's state now (asks the job's record and the queue)."""
+        """The job's state now (asks the job's record, and the queue only if the record has not ended)."""
         return self.status().state
 
     def status(self) -> JobStatus:
         """Components, nodes, the failed node and exit codes: the data of ``ti-slurm status --json``."""
-        queued = self.backend.queue_states([self.info]).get(self.id)
-        status = job_status(self.info, read_events(self.backend, self.info), queued)
-        if queued is None and not status.state.is_terminal and self.job_dir:
-            time.sleep(1.0)  # the job just left the queue; its last line may still be landing
-            status = job_status(self.info, read_events(self.backend, self.info), None)
-        if status.state is JobState.UNKNOWN and not status.components and not self.info.name:
-            raise UnknownJobError(f"job {self.id}: not queued and no record of it here (unknown id, or not yours)")
-        return status
+        return _Follower(self).status(ask_now=True)
 
     def wait(self, timeout: float | None = None, on_change: Callable[[JobStatus], object] | None = None) -> JobStatus:
         """Follow the job until it ends; return its final status (a failed job raises nothing).
@@ -262,10 +321,11 @@ class Job:
         """
         from ti_slurm.status import progress_line
 
+        follower = _Follower(self)
         deadline = None if timeout is None else time.monotonic() + timeout
         delay, last = 0.2, ""
         while True:
-            status = self.status()
+            status = follower.status()
             line = progress_line(status)
             if line != last:
                 last = line
@@ -276,7 +336,7 @@ class Job:
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise TimeoutError(f"job {self.id} is still {status.state} after {timeout}s")
             time.sleep(delay)
-            delay = min(delay * 1.5, FOLLOW_POLL_MAX)
+            delay = min(delay * 1.5, RECORD_POLL_MAX)
 
     def cancel(self) -> None:
         """Ask the scheduler to cancel the job (every node's processes are stopped)."""
@@ -307,8 +367,9 @@ class Job:
         being written waits until it is complete.
         """
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
+        follower = _Follower(self)
         while True:
-            status = self.status()
+            status = follower.status()
             last_round = not follow or status.settled
             if not status.components and not last_round:  # not started yet: no node to name
                 time.sleep(1.0)

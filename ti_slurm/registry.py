@@ -26,7 +26,7 @@ def remember(info: JobInfo) -> None:
     """Record a submitted job."""
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    record = asdict(info) | {"state": info.state.value, "submitted": time.time()}
+    record = asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
     tmp = folder / f".{info.job_id}.tmp"
     tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
     tmp.replace(folder / f"{info.job_id}.json")
@@ -43,6 +43,8 @@ def recall(job_id: str) -> JobInfo | None:
         return None
     known = {f.name for f in fields(JobInfo)}
     values: dict[str, Any] = {k: v for k, v in data.items() if k in known and isinstance(v, str)}
+    if isinstance(data.get("submitted"), int | float):
+        values["submitted"] = float(data["submitted"])
     if "job_id" not in values:
         return None
     values["state"] = JobState.from_slurm(values.get("state", ""))

@@ -15,6 +15,13 @@ from ti_slurm.job.hostlist import compress
 from ti_slurm.job.paths import node_label
 from ti_slurm.job.states import JobState
 
+PENDING_FOREVER = {  # Slurm's reasons for a job that cannot start as its partition stands
+    "PartitionConfig": "the job asks for more than the partition has",
+    "PartitionNodeLimit": "more nodes than the partition allows",
+    "PartitionTimeLimit": "a time limit above the partition's maximum",
+    "BadConstraints": "constraints no node of the partition meets",
+}
+
 
 @dataclass
 class ComponentStatus:
@@ -71,9 +78,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     Events of another submission (an earlier job with the same id) are ignored.
     """
     status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
-    if job.submission:
-        events = [ev for ev in events if ev.get("submission") == job.submission]
-    for ev in events:
+    for ev in own_events(job, events):
         kind = ev.get("event")
         if kind == "start":
             status.mode = str(ev.get("mode", ""))
@@ -96,8 +101,12 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             failed = ev.get("failed")
             status.failed = failed if isinstance(failed, dict) else {}
     if not status.state.is_terminal:
-        if queued is not None:
-            if queued.state is not JobState.RUNNING or not status.components:
+        if queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it
+            status.state = queued.state
+            status.reason = f"the job ended without a final record (Slurm: {queued.state}"
+            status.reason += f", {queued.reason})" if queued.reason else ")"
+        elif queued is not None:
+            if not status.components or queued.state is JobState.SUSPENDED:  # else the job's record is newer
                 status.state = queued.state
             status.reason = status.reason or queued.reason
             if not status.components and queued.state is JobState.PENDING:
@@ -110,11 +119,24 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     return status
 
 
+def own_events(job: JobInfo, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of this submission (an earlier job with the same id wrote the others)."""
+    return [ev for ev in events if ev.get("submission") == job.submission] if job.submission else events
+
+
+def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:
+    """Whether the job's own record has its final event (then the queue need not be asked)."""
+    return any(ev.get("event") == "end" for ev in own_events(job, events))
+
+
 def progress_line(status: JobStatus) -> str:
     """One line on where a job is: its state, why, and each component's state while it runs."""
     line = status.state.value
     if status.reason and not status.state.is_terminal:
         line += f" ({status.reason})"
+        forever = PENDING_FOREVER.get(status.reason) if status.state is JobState.PENDING else None
+        if forever:
+            line += f": {forever}; it cannot start as the partition stands"
     if status.state is JobState.RUNNING and status.components:
         line += " on " + "; ".join(f"{c.name}: {c.state.lower()}" for c in status.components)
     return line

@@ -11,20 +11,11 @@ from pathlib import Path
 import pytest
 
 import ti_slurm
+from tests.conftest import api_spec as spec
 from tests.conftest import processes_matching, run_cli
 from ti_slurm import JobState
 
-pytestmark = pytest.mark.usefixtures("cluster")
-
-
-@pytest.fixture(autouse=True)
-def own_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
-def spec(tmp_path: Path, **fields: object) -> dict[str, object]:
-    return {"output_dir": str(tmp_path / "out"), **fields}
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
 
 
 def test_submit_wait_status_logs_and_list(tmp_path: Path) -> None:
@@ -68,11 +59,49 @@ def test_cancel_from_another_process_leaves_no_process(tmp_path: Path) -> None:
 
 
 def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path) -> None:
-    refused = {"mode": "mpi", "nodes": 1, "partition": "nosuchpartition", "command": "true"}
-    with pytest.raises(ti_slurm.SubmissionError, match=r"^sbatch failed: .*Invalid partition name") as err:
+    refused = {"mode": "mpi", "nodes": 1, "command": "true", "sbatch": {"constraint": "nosuchfeature"}}
+    with pytest.raises(ti_slurm.SubmissionError, match=r"^sbatch failed: .*Invalid feature") as err:
         ti_slurm.submit(spec(tmp_path, **refused))
     res = run_cli("submit", str(_yaml(tmp_path, **refused)))
     assert res.returncode == 1 and res.stderr == f"ti-slurm: error: {err.value}\n"
+
+
+@pytest.mark.parametrize(
+    "fields,why",
+    [
+        ({"nodes": 128}, "128 nodes asked, partition debug has 4"),
+        ({"nodes": 1, "gpus_per_node": 16}, "16 GPUs per node asked, no node of partition debug has more than 8"),
+        ({"nodes": 1, "partition": "nosuch"}, "partition 'nosuch' does not exist (partitions: debug, rdma)"),
+    ],
+    ids=["nodes", "gpus", "partition"],
+)
+def test_a_job_that_can_never_start_is_refused_and_nothing_is_submitted(
+    tmp_path: Path, fields: dict[str, object], why: str
+) -> None:
+    before = subprocess.run(["squeue", "-h"], capture_output=True, text=True, check=True).stdout
+    res = run_cli("submit", str(_yaml(tmp_path, mode="mpi", command="true", **fields)))
+    assert res.returncode == 1
+    assert res.stderr == f"ti-slurm: error: the job can never start: {why} (nothing was submitted)\n"
+    assert subprocess.run(["squeue", "-h"], capture_output=True, text=True, check=True).stdout == before
+
+
+def test_queue_anyway_waits_saying_why_it_cannot_start(tmp_path: Path) -> None:
+    path = _yaml(tmp_path, mode="mpi", nodes=128, command="true")
+    waiting = subprocess.Popen(
+        ["ti-slurm", "submit", str(path), "--queue-anyway", "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        job_id = waiting.stdout.readline().decode().strip()  # type: ignore[union-attr]
+        line = waiting.stderr.readline().decode()  # type: ignore[union-attr]
+        while "PartitionConfig" not in line and line:  # first "PENDING (submitted)", until Slurm is asked
+            line = waiting.stderr.readline().decode()  # type: ignore[union-attr]
+        assert line.strip() == (
+            f"ti-slurm: job {job_id}: PENDING (PartitionConfig): the job asks for more than the partition has; "
+            "it cannot start as the partition stands"
+        )
+    finally:
+        waiting.kill()
+        subprocess.run(["scancel", job_id], check=False)
 
 
 def test_an_unknown_job_is_one_error(tmp_path: Path) -> None:

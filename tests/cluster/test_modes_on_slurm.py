@@ -172,13 +172,19 @@ def test_a_failing_node_ends_the_whole_job(ddp_dir: Path) -> None:
     assert processes_matching("train.py --epochs 1000000") == []
 
 
-def test_cancel_mid_job_leaves_no_process(tmp_path: Path) -> None:
-    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+def running_two_node_job(tmp_path: Path, marker: str) -> Job:
+    """A 2-node MPI job whose command (``marker``) runs on both nodes by the time this returns."""
     job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}", wait=False)
     deadline = time.monotonic() + 60
     while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.3)
     assert len(processes_matching(marker)) == 2
+    return job
+
+
+def test_cancel_mid_job_leaves_no_process(tmp_path: Path) -> None:
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    job = running_two_node_job(tmp_path, marker)
     assert run_cli("cancel", job.id, env=job.env).returncode == 0
     deadline = time.monotonic() + 60
     while processes_matching(marker) and time.monotonic() < deadline:
@@ -239,10 +245,7 @@ def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) ->
 
 def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> None:
     marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
-    job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncommand: {marker}", wait=False)
-    deadline = time.monotonic() + 60
-    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.3)
+    job = running_two_node_job(tmp_path, marker)
     supervisors = processes_matching(f"ti_slurm.job supervise {job.job_dir}")
     assert len(supervisors) == 1, supervisors
     subprocess.run(["kill", "-9", supervisors[0].split()[0]], check=True)

@@ -124,7 +124,11 @@ def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:
     while processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert processes_matching(marker) == []
+    deadline = time.monotonic() + 30  # the job's final record lands once Slurm has signalled the batch script
     listing = cli(tmp_path, "list", "--ssh-config", str(config)).stdout
+    while not re.search(rf"^{job}\s+ti-slurm\s+(CANCELLED|FAILED)", listing, re.M) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        listing = cli(tmp_path, "list", "--ssh-config", str(config)).stdout
     assert re.search(rf"^{job}\s+ti-slurm\s+CANCELLED", listing, re.M), listing
 
 
@@ -196,7 +200,13 @@ def test_missing_sbatch_and_rejected_job_are_one_line(tmp_path: Path, sshd: Sshd
     config = ssh_config(tmp_path, sshd)
     spec.write_text(f"mode: mpi\nnodes: 1\npartition: nosuch\ncommand: 'true'\noutput_dir: {tmp_path / 'out'}\n")
     err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
-    assert "sbatch failed" in err and "partition" in err.lower()
+    assert err == (  # the partitions came from the waiting remote half: nothing was sent to sbatch
+        "ti-slurm: error: the job can never start: partition 'nosuch' does not exist (partitions: debug, rdma) "
+        "(nothing was submitted)"
+    )
+    spec.write_text(f"mode: mpi\nnodes: 1\nsbatch: {{constraint: nosuch}}\ncommand: 'true'\noutput_dir: {tmp_path}\n")
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+    assert "sbatch failed" in err and "Invalid feature" in err
 
 
 def test_proxy_jump_is_honoured(tmp_path: Path, sshd: Sshd) -> None:

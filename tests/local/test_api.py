@@ -11,20 +11,12 @@ from pathlib import Path
 import pytest
 
 import ti_slurm
+from tests.conftest import api_spec as spec
 from tests.conftest import run_cli
 from ti_slurm import JobState, JobStatus
 from ti_slurm.status import progress_line
 
-
-@pytest.fixture(autouse=True)
-def own_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test records its jobs in a registry of its own, and works in its own directory."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
-def spec(tmp_path: Path, **fields: object) -> dict[str, object]:
-    return {"output_dir": str(tmp_path / "out"), **fields}
+pytestmark = pytest.mark.usefixtures("own_registry")
 
 
 def processes_with(marker: str) -> str:

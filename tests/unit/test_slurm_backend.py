@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.backends.slurm import SlurmBackend, parse_job_id, parse_squeue, parse_version
+from ti_slurm.backends.slurm import SlurmBackend, parse_job_id, parse_scontrol_jobs, parse_version
 from ti_slurm.errors import BackendError, SubmissionError
 
 
@@ -28,27 +28,43 @@ def test_no_job_id_is_an_error() -> None:
         parse_job_id("sbatch: error: Batch job submission failed\n")
 
 
+def job_line(job_id: str, state: str, reason: str = "None", nodes: str = "(null)", **extra: str) -> str:
+    het = f" HetJobId={extra['het']} HetJobOffset={extra['offset']}" if "het" in extra else ""
+    user = extra.get("user", "me(1000)")
+    return (
+        f"JobId={job_id}{het} JobName={extra.get('name', 'x')} UserId={user} GroupId=g(1000) Priority=1 "
+        f"JobState={state} Reason={reason} Dependency=(null) NodeList={nodes} BatchHost=n1 WorkDir=/home/me a b\n"
+    )
+
+
 def test_het_components_fold_into_one_job() -> None:
-    jobs = parse_squeue("10+0|RUNNING|None|node01|ray\n10+1|PENDING|Resources||ray\n11|PENDING|Priority||x\n")
-    assert jobs["10"].state == "RUNNING" and jobs["10"].nodes == "node01"
-    assert (jobs["11"].state, jobs["11"].reason) == ("PENDING", "Priority")
+    text = (
+        job_line("10", "RUNNING", nodes="node01", het="10", offset="0", name="ray job")
+        + job_line("11", "PENDING", "Resources", het="10", offset="1")
+        + job_line("12", "PENDING", "Priority")
+        + job_line("13", "RUNNING", user="other(1001)")
+    )
+    jobs = parse_scontrol_jobs(text, 1000)
+    assert sorted(jobs) == ["10", "12"]  # another user's job is not ours
+    assert (jobs["10"].state, jobs["10"].nodes, jobs["10"].name) == ("RUNNING", "node01", "ray job")
+    assert (jobs["12"].state, jobs["12"].reason) == ("PENDING", "Priority")
 
 
-def test_one_squeue_call_for_many_jobs() -> None:
+def test_one_controller_call_for_many_jobs() -> None:
     calls = []
 
     def run(argv, stdin):  # type: ignore[no-untyped-def]
         calls.append(list(argv))
-        return subprocess.CompletedProcess(argv, 0, "1|RUNNING|None|n1|a\n2|PENDING|Resources||b\n", "")
+        return subprocess.CompletedProcess(argv, 0, "1000\n" + job_line("1", "RUNNING") + job_line("2", "PENDING"), "")
 
     states = SlurmBackend(run).queue_states([JobInfo(str(i)) for i in range(1, 201)])
-    assert len(calls) == 1 and calls[0][-1] == "--jobs=" + ",".join(str(i) for i in range(1, 201))
+    assert len(calls) == 1 and "scontrol -o show job" in calls[0][2]
     assert set(states) == {"1", "2"}
 
 
-def test_finished_jobs_are_simply_not_queued() -> None:
+def test_no_jobs_at_all_is_an_empty_queue() -> None:
     def run(argv, stdin):  # type: ignore[no-untyped-def]
-        return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Invalid job id specified")
+        return subprocess.CompletedProcess(argv, 0, "1000\nNo jobs in the system\n", "")
 
     assert SlurmBackend(run).queue_states([JobInfo("99")]) == {}
 
@@ -69,7 +85,7 @@ def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type
 
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
-    info = SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+    info = SlurmBackend(runner).submit(plan, "#!/bin/bash\n", check_fit=False)
     assert (tmp_path / "out").is_dir()
     assert runner.calls == [(["sbatch", "--parsable", "--comment=ti-slurm:s1"], "#!/bin/bash\n")]
     assert (info.job_id, info.job_dir, info.state) == ("4242", str(tmp_path / "out" / "4242"), "PENDING")
@@ -82,16 +98,18 @@ def test_a_refused_job_is_a_submission_error_with_sbatch_reason(tmp_path) -> Non
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 1, "", refused)})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 9, 0, 1),), output_dir=str(tmp_path))
     with pytest.raises(SubmissionError) as err:
-        SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+        SlurmBackend(runner).submit(plan, "#!/bin/bash\n", check_fit=False)
     assert str(err.value) == f"sbatch failed: {refused.strip()}"
 
 
 def test_queue_states_say_what_the_job_is_doing() -> None:
-    jobs = parse_squeue("5|CONFIGURING|None|n[1-2]|a\n6|COMPLETING|None|n3|b\n7|REQUEUED|BeginTime||c\n")
-    assert [(j.state, j.reason) for j in jobs.values()] == [
+    text = job_line("5", "CONFIGURING") + job_line("6", "COMPLETING") + job_line("7", "REQUEUED", "BeginTime")
+    text += job_line("8", "TIMEOUT", "TimeLimit")
+    assert [(j.state, j.reason) for j in parse_scontrol_jobs(text, 1000).values()] == [
         ("RUNNING", "CONFIGURING"),
         ("RUNNING", "COMPLETING"),
         ("PENDING", "BeginTime"),
+        ("TIMEOUT", "TimeLimit"),
     ]
 
 
@@ -106,3 +124,34 @@ def test_cancel_is_scancel_and_its_failure_one_line() -> None:
     runner = FakeSlurm({"scancel": subprocess.CompletedProcess(["scancel"], 1, "", "scancel: error: Kill job error\n")})
     with pytest.raises(BackendError, match=r"^scancel failed: scancel: error: Kill job error$"):
         SlurmBackend(runner).cancel(JobInfo("9"))
+
+
+def test_a_job_that_can_never_start_is_refused_before_sbatch(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.job.plan import Component, JobPlan
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no partitions shared by another submit
+    runner = FakeSlurm({"sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|4|gpu:8|infinite\n", "")})
+    plan = JobPlan("t", "ddp", "true", (Component("ddp", 128, 0, 1),), output_dir=str(tmp_path / "out"))
+    with pytest.raises(SubmissionError, match=r"^the job can never start: 128 nodes asked, partition debug has 4"):
+        SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+    assert [argv[0] for argv, _ in runner.calls] == ["sinfo"] and not (tmp_path / "out").exists()
+
+
+def test_partitions_are_shared_and_checked_again_before_a_refusal(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.job.plan import Component, JobPlan
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    runner = FakeSlurm(
+        {
+            "sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|4|gpu:8|infinite\n", ""),
+            "sbatch": subprocess.CompletedProcess(["sbatch"], 0, "7\n", ""),
+        }
+    )
+    small = JobPlan("t", "ddp", "true", (Component("ddp", 2, 0, 1),), output_dir=str(tmp_path / "out"))
+    for _ in range(3):  # three submits, one sinfo
+        SlurmBackend(runner).submit(small, "#!/bin/bash\n")
+    assert [argv[0] for argv, _ in runner.calls].count("sinfo") == 1
+    runner.answers["sinfo"] = subprocess.CompletedProcess(["sinfo"], 0, "debug*|8|gpu:8|infinite\n", "")
+    grown = JobPlan("t", "ddp", "true", (Component("ddp", 6, 0, 1),), output_dir=str(tmp_path / "out"))
+    SlurmBackend(runner).submit(grown, "#!/bin/bash\n")  # the shared answer says 4 nodes: asked again, fits now
+    assert [argv[0] for argv, _ in runner.calls].count("sinfo") == 2

@@ -22,6 +22,7 @@ class JobInfo:
     nodes: str = ""
     host: str = ""
     submission: str = ""
+    submitted: float = 0.0  # when it was submitted (time.time()); 0 when not known
 
 
 class Backend(Protocol):
@@ -29,8 +30,12 @@ class Backend(Protocol):
 
     name: str
 
-    def submit(self, plan: JobPlan, script: str) -> JobInfo:
-        """Create the output directory, submit a rendered job; return its id and job directory."""
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        """Create the output directory, submit a rendered job; return its id and job directory.
+
+        With ``check_fit``, a job that can never start on its partitions as they stand is
+        refused (:class:`~ti_slurm.errors.SubmissionError`) before anything is submitted.
+        """
         ...
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:

@@ -73,7 +73,7 @@ class LocalBackend:
 
     name = "local"
 
-    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         make_output_dir(plan.output_dir)
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"

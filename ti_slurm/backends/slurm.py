@@ -63,25 +63,60 @@ def checked_stdout(
     return res.stdout
 
 
-SQUEUE_FORMAT = "%i|%T|%r|%N|%j"
+SINFO_FORMAT = "%P|%D|%G|%l"  # partition (* = default), nodes, gres, time limit: a line per group of alike nodes
 
 
-def parse_squeue(text: str) -> dict[str, JobInfo]:
-    """Parse ``squeue -h -o '%i|%T|%r|%N|%j'``; het components ``123+1`` fold into job 123."""
+def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key: str) -> None:
+    """A :class:`SubmissionError` when ``plan`` can never start on its partitions as they stand.
+
+    ``shared`` is the partitions (``sinfo`` text) another submit learnt lately, or ``None``;
+    ``ask`` asks the scheduler. A job the shared answer cannot fit is checked again on a
+    fresh one (nodes may have been added meanwhile) before it is refused.
+    """
+    from ti_slurm.queue import parse_sinfo, store_text, unfit_reason
+
+    def reason_from(text: str) -> str | None:
+        partitions = parse_sinfo(text)
+        return unfit_reason(plan, partitions) if partitions else None  # no sinfo answer: let sbatch judge
+
+    def fresh() -> str:
+        text = ask()
+        if text.strip():
+            store_text(key, text)
+        return text
+
+    reason = reason_from(fresh() if shared is None else shared)
+    if reason and shared is not None:
+        reason = reason_from(fresh())
+    if reason:
+        raise SubmissionError(f"the job can never start: {reason} (nothing was submitted)")
+
+
+_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|JobState|Reason|NodeList|UserId)=(\S*)")
+_JOB_NAME = re.compile(r" JobName=(.*?) (?:HetJobIdSet|UserId)=")
+
+
+def parse_scontrol_jobs(text: str, uid: int) -> dict[str, JobInfo]:
+    """``scontrol -o show job`` (a line per job, or per heterogeneous component) for user ``uid``."""
     out: dict[str, JobInfo] = {}
     for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 5:
+        fields = dict(_FIELD.findall(line))
+        owner = fields.get("UserId", "")
+        if "JobId" not in fields or not owner.endswith(f"({uid})"):
             continue
-        raw_id, text, reason, nodes, name = parts
-        job_id = raw_id.split("+", 1)[0].split("_", 1)[0]
-        state = JobState.from_slurm(text)
-        if state is not JobState.UNKNOWN and state.value != text and reason in ("", "None"):
-            reason = text  # CONFIGURING, COMPLETING, REQUEUED...: say which
+        job_id = fields.get("HetJobId") or fields["JobId"]
+        name = _JOB_NAME.search(line)
+        state = JobState.from_slurm(fields.get("JobState", ""))
+        reason = fields.get("Reason", "")
+        reason = "" if reason == "None" else reason
+        if state.value != fields.get("JobState") and not reason:
+            reason = fields.get("JobState", "")  # CONFIGURING, COMPLETING, REQUEUED...: say which
+        nodes = fields.get("NodeList", "")
+        nodes = "" if nodes == "(null)" else nodes
         info = out.get(job_id)
         if info is None:
-            out[job_id] = JobInfo(job_id, name, "slurm", "", state, "" if reason == "None" else reason, nodes)
-        else:  # a later het component: running wins over pending, nodes add up
+            out[job_id] = JobInfo(job_id, name.group(1) if name else "", "slurm", "", state, reason, nodes)
+        else:  # a later het component: running wins, nodes add up
             if state is JobState.RUNNING:
                 info.state = JobState.RUNNING
             info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
@@ -114,20 +149,45 @@ class SlurmBackend:
         """Run ``sbatch`` with the script on stdin; its job id, or a :class:`SubmissionError` with its reason."""
         return parse_job_id(checked_stdout(self.run(argv, script), "sbatch", SubmissionError))
 
-    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        if check_fit:
+            refuse_unfit(plan, self.fresh_partitions(), self.sinfo, self.partitions_key())
         make_output_dir(plan.output_dir)
         return self._info(self.sbatch(self.sbatch_argv(plan.submission), script), plan)
 
+    def sinfo(self) -> str:
+        """The partitions, as :func:`~ti_slurm.queue.parse_sinfo` reads them."""
+        return self._ok(["sinfo", "-h", "-o", SINFO_FORMAT])
+
+    def partitions_key(self) -> str:
+        """The shared cache's name for this cluster's partitions."""
+        return f"partitions-{self.name}"
+
+    def fresh_partitions(self) -> str | None:
+        """The partitions another submit learnt lately (``None``: ask again)."""
+        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+
+        return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        """Every job of this user the controller still holds (ended ones too, with Slurm's verdict).
+
+        ``scontrol -o show job``: one controller RPC however many jobs are followed
+        (``squeue`` costs two: it also loads the partitions).
+        """
+        res = self.run(["sh", "-c", 'id -u && exec scontrol -o show job "$@"', "sh"], None)
+        uid, _, jobs = res.stdout.partition("\n")
+        if res.returncode != 0 and "No jobs in the system" in res.stdout + res.stderr:
+            return {}
+        checked_stdout(res, "scontrol show job")
+        return parse_scontrol_jobs(jobs, int(uid))
+
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        """The controller's entries for ``jobs``: one call for all of them (see :meth:`user_queue`)."""
         if not jobs:
             return {}
-        ids = ",".join(j.job_id for j in jobs)
-        res = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, f"--jobs={ids}"], None)
-        if res.returncode != 0:
-            if "Invalid job id" in res.stderr:
-                return {}  # none of them is queued any more
-            raise BackendError(f"squeue failed: {res.stderr.strip()[:200]}")
-        return parse_squeue(res.stdout)
+        held = self.user_queue()
+        return {j.job_id: held[j.job_id] for j in jobs if j.job_id in held}
 
     def find_by_comment(self, comment: str) -> str | None:
         """A queued job of this user whose comment is ``comment`` (for safe retries)."""

@@ -55,12 +55,19 @@ _defer_import("invoke")
 import paramiko  # noqa: E402
 
 from ti_slurm.backends.base import JobInfo  # noqa: E402
-from ti_slurm.backends.slurm import SlurmBackend, checked_stdout, parse_job_id  # noqa: E402
+from ti_slurm.backends.slurm import (  # noqa: E402
+    SINFO_FORMAT,
+    SlurmBackend,
+    checked_stdout,
+    parse_job_id,
+    refuse_unfit,
+)
 from ti_slurm.errors import BackendError, ConfigError, SpecError, SubmissionError  # noqa: E402
 from ti_slurm.job.plan import JobPlan  # noqa: E402
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
+SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
 OUTPUT_GRACE = 2.0  # seconds to keep reading after the exit status, until the server closes the channel
 CONNECT_TIMEOUT = float(os.environ.get("TI_SLURM_SSH_TIMEOUT", "10"))  # connect, banner and auth
 _NOT_FOUND = re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found")
@@ -164,6 +171,7 @@ class SSHSession:
         self.target, self.accept_new, self.config_path = target, accept_new, config_path
         self.via = via  # the hosts this connection is a jump for (to tell a ProxyJump loop)
         self.round_trips = 0
+        self._early: dict[int, bytes] = {}  # output read ahead by read_until, per channel
         self._client: Any = None
         self._jump: SSHSession | None = None
 
@@ -274,13 +282,32 @@ class SSHSession:
         code, out, err = self.exchange(channel, argv, stdin)
         return subprocess.CompletedProcess(list(argv), code, out.decode(errors="replace"), err)
 
+    def read_until(self, channel: Any, marker: str) -> str:
+        """A started command's output up to the line ``marker`` (the rest is kept for :meth:`finish`)."""
+        line = f"{marker}\n".encode()
+        buf = bytearray()
+        deadline = time.monotonic() + 3 * CONNECT_TIMEOUT
+        try:
+            while line not in buf and not (channel.exit_status_ready() and not channel.recv_ready()):
+                if channel.recv_ready():
+                    buf += channel.recv(65536)
+                elif time.monotonic() > deadline:
+                    raise BackendError(f"{self.target} did not answer within {3 * CONNECT_TIMEOUT:.0f}s")
+                else:
+                    time.sleep(0.005)
+        except (OSError, EOFError) as exc:
+            raise BackendError(f"connection to {self.target} dropped: {exc}") from None
+        head, _, rest = bytes(buf).partition(line)
+        self._early[id(channel)] = rest
+        return head.decode(errors="replace")
+
     def exchange(self, channel: Any, argv: Sequence[str], stdin: str | None) -> tuple[int, bytes, str]:
         """:meth:`finish` as (exit code, stdout's bytes, stderr's text)."""
         try:
             if stdin:
                 channel.sendall(stdin.encode())
             channel.shutdown_write()
-            out, err = bytearray(), bytearray()
+            out, err = bytearray(self._early.pop(id(channel), b"")), bytearray()
             exited_at = None
             while True:
                 got = False
@@ -420,18 +447,26 @@ class SSHBackend(SlurmBackend):
         super().__init__(run=session.run)
         self.session = session
 
-    def submit(self, plan: JobPlan, script: str) -> JobInfo:
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         """Create the output directory and sbatch the script from stdin: one round trip."""
-        return self.finish_submit(self.start_submit(plan.submission), plan, script)
+        return self.finish_submit(self.start_submit(plan.submission), plan, script, check_fit)
 
     def submit_argv(self, submission: str) -> list[str]:
-        """The remote half of a submit: a shell that waits for its input.
+        """The remote half of a submit: a shell that tells the partitions, then waits for its input.
 
-        The input is the output directory on one line, then the script: the shell
-        makes the directory and hands the rest of its input to ``sbatch``. Closed
-        without input (the spec turned out invalid), it submits nothing.
+        It prints ``sinfo``'s partitions and a marker line at once (they arrive while
+        the spec is planned here). The input is the output directory on one line,
+        then the script: the shell makes the directory and hands the rest of its
+        input to ``sbatch``. Closed without input (an invalid spec, a job that can
+        never start), it submits nothing.
         """
-        return ["sh", "-c", 'IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"', "sh", *self.sbatch_argv(submission)]
+        script = 'sinfo -h -o "$1" 2>/dev/null; echo "$2"; shift 2; IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
+        if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
+            script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
+        return ["sh", "-c", script, "sh", SINFO_FORMAT, SINFO_END, *self.sbatch_argv(submission)]
+
+    def partitions_key(self) -> str:
+        return f"partitions-{self.name}-{self.session.target.alias}"
 
     def start_submit(self, submission: str) -> Any:
         """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`)."""
@@ -443,14 +478,22 @@ class SSHBackend(SlurmBackend):
             self.session.finish(channel, self.submit_argv(""), None)
         self.session.close()
 
-    def finish_submit(self, channel: Any, plan: JobPlan, script: str) -> JobInfo:
-        """Send the output directory and the script to a started submit; return the job.
+    def finish_submit(self, channel: Any, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        """Check the job fits its partitions, send the output directory and the script; return the job.
 
         If the connection drops after sbatch may have accepted the job, look the
         job up by its submission tag before trying again, so it is never submitted twice.
         """
         if "\n" in plan.output_dir:
             raise SpecError("output_dir", plan.output_dir, "holds a newline")
+        asked = self.session.read_until(channel, SINFO_END)  # empty when a fresh answer was shared
+        if check_fit:
+            shared = None if asked.strip() else self.fresh_partitions()
+            try:
+                refuse_unfit(plan, shared, lambda: asked if asked.strip() else self.sinfo(), self.partitions_key())
+            except SubmissionError:
+                self.abandon_submit(channel)
+                raise
         argv, stdin = self.submit_argv(plan.submission), f"{plan.output_dir}\n{script}"
         try:
             job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch", SubmissionError))

@@ -1,0 +1,106 @@
+"""The controller's load: partitions that can never run a job, and one shared queue query for all followers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.job.states import JobState
+from ti_slurm.queue import SharedQueue, parse_sinfo, slurm_minutes, unfit_reason
+from ti_slurm.status import JobStatus, progress_line
+
+SINFO = "debug*|4|gpu:8|infinite\nrdma|2|gpu:8(S:0-1)|2-00:00:00\nsmall|3|(null)|30:00\nsmall|1|gpu:a100:2|30:00\n"
+
+
+def test_sinfo_lines_sum_up_per_partition() -> None:
+    parts = parse_sinfo(SINFO)
+    assert [(p.name, p.nodes, p.max_gpus_per_node, p.max_minutes, p.default) for p in parts.values()] == [
+        ("debug", 4, 8, None, True),
+        ("rdma", 2, 8, 2880, False),
+        ("small", 4, 2, 30, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text,minutes",
+    [("30", 30), ("30:01", 31), ("1:00:00", 60), ("2-12", 3600), ("1-00:30", 1470), ("UNLIMITED", None)],
+)
+def test_slurm_times_in_minutes(text: str, minutes: int | None) -> None:
+    assert slurm_minutes(text) == minutes
+
+
+def plan(*components: Component, **fields: object) -> JobPlan:
+    return JobPlan("t", "ddp", "x", components, **fields)  # type: ignore[arg-type]
+
+
+ONE = Component("ddp", 1, 0, 1)
+UNFIT = [
+    (plan(Component("ddp", 4, 8, 1)), None),
+    (plan(Component("ddp", 128, 0, 1)), "128 nodes asked, partition debug has 4"),
+    (plan(Component("ddp", 1, 16, 1)), "16 GPUs per node asked, no node of partition debug has more than 8"),
+    (plan(ONE, partition="gpu"), "partition 'gpu' does not exist (partitions: debug, rdma, small)"),
+    (plan(ONE, partition="small", time="1:00:00"), "time 1:00:00 is above partition small's maximum of 30 minutes"),
+    (
+        plan(Component("ps", 1, 0, 1), Component("worker", 3, 8, 1, partition="rdma")),
+        "worker: 3 nodes asked, partition rdma has 2",
+    ),
+]
+
+
+@pytest.mark.parametrize("job,reason", UNFIT)
+def test_jobs_that_can_never_start_are_named(job: JobPlan, reason: str | None) -> None:
+    assert unfit_reason(job, parse_sinfo(SINFO)) == reason
+
+
+def test_pending_forever_says_so() -> None:
+    status = JobStatus("7", "t", JobState.PENDING, reason="PartitionConfig")
+    assert progress_line(status) == (
+        "PENDING (PartitionConfig): the job asks for more than the partition has; "
+        "it cannot start as the partition stands"
+    )
+
+
+class CountingSlurm:
+    """A backend whose queue answers are counted (each would be a query to the controller)."""
+
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.jobs = {"1": JobInfo("1", state=JobState.RUNNING), "2": JobInfo("2", state=JobState.PENDING)}
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        self.calls += 1
+        return dict(self.jobs)
+
+    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        raise AssertionError("followers ask through the shared user queue")
+
+
+def test_followers_share_one_query_per_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    backend = CountingSlurm()
+    followers = [SharedQueue(backend) for _ in range(20)]  # twenty processes, as far as the cache goes
+    for i, follower in enumerate(followers):
+        states = follower.states([JobInfo("1"), JobInfo("2"), JobInfo("9")], max_age=60)
+        assert {k: v.state for k, v in states.items()} == {"1": JobState.RUNNING, "2": JobState.PENDING}, i
+    assert backend.calls == 1
+    followers[0].states([JobInfo("1")], max_age=0)  # an answer this fresh cannot be shared
+    assert backend.calls == 2
+
+
+def test_a_job_submitted_after_the_shared_answer_is_asked_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    backend = CountingSlurm()
+    SharedQueue(backend).states([JobInfo("1")], max_age=60)
+    backend.jobs["3"] = JobInfo("3", state=JobState.PENDING)
+    new = JobInfo("3", submitted=time.time())
+    assert SharedQueue(backend).states([new], max_age=60)["3"].state is JobState.PENDING
+    assert backend.calls == 2

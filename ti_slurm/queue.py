@@ -1,0 +1,202 @@
+"""The scheduler's queue, asked rarely and shared: ti-slurm's load on the controller.
+
+Following a job reads the job's own record (``status.jsonl``); the queue is
+asked only to tell pending from running, and to learn that a job left it
+without a final record. :class:`SharedQueue` makes that one ``squeue --me``
+for all of a user's jobs, shared through a small cache file by every follower
+on the machine (a sweep script, a notebook, ``ti-slurm list`` in a ``watch``):
+a follower whose copy is fresh enough uses it; the first one to find it stale
+asks the scheduler, under a lock, while the others wait for its answer.
+
+:func:`unfit_reason` tells, before submitting, that a job can never start on
+its partition as the partition stands (pure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
+
+from ti_slurm.backends.base import Backend, JobInfo
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.states import JobState
+
+FOLLOW_FIRST = 2.0  # seconds before a follower first asks the queue again ...
+FOLLOW_MAX = 60.0  # ... backing off to about once a minute
+FOLLOW_RUNNING = 30.0  # once its record shows it running, the queue only tells that a job vanished
+SHARED_MAX_AGE = 5.0  # a one-shot `status`/`list` takes an answer this fresh from another process
+
+
+@runtime_checkable
+class UserQueue(Protocol):
+    """A backend that can list all of this user's queued jobs in one call."""
+
+    name: str
+
+    def user_queue(self) -> dict[str, JobInfo]: ...
+
+
+def cache_dir() -> str:
+    """A private per-user directory for the shared answers (``$XDG_RUNTIME_DIR`` or the temp dir)."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = os.path.join(base, f"ti-slurm-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+class SharedQueue:
+    """A backend's queue states, one query per interval for every follower of this user here."""
+
+    def __init__(self, backend: Backend, host: str = "") -> None:
+        self.backend = backend
+        self.key = f"{backend.name}-{host or 'here'}".replace("/", "_")
+        self.queries = 0  # queries this process made (the benchmark counts them)
+
+    def states(self, jobs: list[JobInfo], max_age: float = SHARED_MAX_AGE) -> dict[str, JobInfo]:
+        """The queue entries of ``jobs`` (missing: not queued), from an answer at most ``max_age`` old."""
+        if not isinstance(self.backend, UserQueue):  # the local backend asks no controller
+            return self.backend.queue_states(jobs)
+        import fcntl
+
+        path = os.path.join(cache_dir(), f"queue-{self.key}.json")
+        with open(path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one asks; the others wait for its answer
+            taken, queued = _read(path)
+            if time.time() - taken > max_age or any(j.job_id not in queued and j.submitted >= taken for j in jobs):
+                taken, queued = time.time(), self.backend.user_queue()
+                self.queries += 1
+                _write(path, taken, queued)
+        return {j.job_id: queued[j.job_id] for j in jobs if j.job_id in queued}
+
+
+PARTITIONS_MAX_AGE = 300.0  # partitions change rarely: one sinfo answer serves every submit for this long
+
+
+def shared_text(key: str, max_age: float, ask: Callable[[], str] | None) -> str | None:
+    """An answer shared by this user's processes here: the cached one if at most ``max_age`` old,
+    else ``ask()``'s, cached (``None`` when stale and ``ask`` is ``None``)."""
+    path = os.path.join(cache_dir(), f"{key}.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        if time.time() - float(data["time"]) <= max_age:
+            return str(data["text"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if ask is None:
+        return None
+    text = ask()
+    store_text(key, text)
+    return text
+
+
+def store_text(key: str, text: str) -> None:
+    """Cache ``text`` as the current answer for ``key`` (see :func:`shared_text`)."""
+    path = os.path.join(cache_dir(), f"{key}.json")
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"time": time.time(), "text": text}, fh)
+    os.replace(tmp, path)
+
+
+def _read(path: str) -> tuple[float, dict[str, JobInfo]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        jobs = {k: JobInfo(**{**v, "state": JobState.from_slurm(v["state"])}) for k, v in data["jobs"].items()}
+        return float(data["time"]), jobs
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0, {}
+
+
+def _write(path: str, taken: float, queued: dict[str, JobInfo]) -> None:
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"time": taken, "jobs": {k: asdict(v) for k, v in queued.items()}}, fh)
+    os.replace(tmp, path)
+
+
+# -- jobs that can never start ----------------------------------------------------
+@dataclass
+class Partition:
+    """What ``sinfo`` says of a partition (summed over its groups of alike nodes)."""
+
+    name: str
+    nodes: int
+    max_gpus_per_node: int
+    max_minutes: int | None  # None: no limit
+    default: bool = False
+
+
+def slurm_minutes(text: str) -> int | None:
+    """A Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``) in whole minutes, rounded up;
+    ``None`` for no limit."""
+    if text.strip().upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", ""):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+    elif len(parts) == 3:
+        hours, minutes, seconds = parts
+    elif len(parts) == 2:
+        hours, (minutes, seconds) = 0, parts
+    else:
+        hours, minutes, seconds = 0, parts[0], 0
+    total = (int(days or 0) * 24 + hours) * 60 + minutes
+    return total + (1 if seconds else 0)
+
+
+def parse_sinfo(text: str) -> dict[str, Partition]:
+    """``sinfo -h -o '%P|%D|%G|%l'`` (a line per group of alike nodes) as partitions."""
+    out: dict[str, Partition] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 4 or not fields[1].isdigit():
+            continue
+        name, nodes, gres, limit = fields
+        default = name.endswith("*")
+        name = name.rstrip("*")
+        gpus = max((_gpu_count(g) for g in gres.split(",")), default=0)
+        part = out.get(name)
+        if part is None:
+            out[name] = Partition(name, int(nodes), gpus, slurm_minutes(limit), default)
+        else:
+            part.nodes += int(nodes)
+            part.max_gpus_per_node = max(part.max_gpus_per_node, gpus)
+    return out
+
+
+def _gpu_count(gres: str) -> int:
+    """``gpu:8``, ``gpu:a100:8``, ``gpu:8(S:0-1)`` -> 8; anything else 0."""
+    words = gres.split("(")[0].split(":")
+    return int(words[-1]) if words[0] == "gpu" and len(words) > 1 and words[-1].isdigit() else 0
+
+
+def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
+    """Why ``plan`` can never start on its partitions as they stand (``None`` when it can)."""
+    default = next((p.name for p in partitions.values() if p.default), None)
+    limit = slurm_minutes(plan.time) if plan.time else None
+    for comp in plan.components:
+        name = comp.partition or plan.partition or default
+        if name is None:
+            return "no partition given and the cluster has no default partition"
+        part = partitions.get(name)
+        if part is None:
+            return f"partition {name!r} does not exist (partitions: {', '.join(sorted(partitions))})"
+        where = f"{comp.name}: " if plan.heterogeneous else ""
+        if comp.nodes > part.nodes:
+            return f"{where}{comp.nodes} nodes asked, partition {name} has {part.nodes}"
+        if comp.gpus_per_node > part.max_gpus_per_node:
+            return (
+                f"{where}{comp.gpus_per_node} GPUs per node asked, no node of partition {name} has more than "
+                f"{part.max_gpus_per_node}"
+            )
+        if limit is not None and part.max_minutes is not None and limit > part.max_minutes:
+            return f"time {plan.time} is above partition {name}'s maximum of {part.max_minutes} minutes"
+    return None
