@@ -229,9 +229,12 @@ class _Follower:
 
     The queue is first asked right away, or, for a job this process has just
     submitted, after FOLLOW_FIRST seconds (its record often says it runs by
-    then); then again after twice as long each time, up to FOLLOW_MAX; once
-    the record shows the job running, after FOLLOW_RUNNING seconds and then
-    every FOLLOW_MAX. A record with its final event needs no queue at all.
+    then); then again after twice as long each time, up to FOLLOW_MAX. Once
+    the record shows the job running, its supervisor's "alive" events (one a
+    minute) say it still runs: the queue is asked only when the record has not
+    grown for RECORD_STALE seconds (the supervisor was killed, its node was
+    lost), and then every FOLLOW_MAX. A record with its final event needs no
+    queue at all.
     """
 
     def __init__(self, job: Job) -> None:
@@ -244,9 +247,10 @@ class _Follower:
         # until the queue is asked, a job just submitted counts as what sbatch left it: pending
         self.queued: JobInfo | None = replace(job.info, reason="submitted")
         self.seen_running = False
+        self.events_seen, self.changed_at = 0, time.monotonic()  # when the job's record last grew
 
     def status(self, ask_now: bool = False) -> JobStatus:
-        from ti_slurm.queue import FOLLOW_MAX, FOLLOW_RUNNING, SHARED_MAX_AGE
+        from ti_slurm.queue import FOLLOW_MAX, RECORD_STALE, SHARED_MAX_AGE
         from ti_slurm.status import recorded_end
 
         job = self.job
@@ -254,7 +258,11 @@ class _Follower:
         if recorded_end(job.info, events):
             return job_status(job.info, events, None)
         now = time.monotonic()
-        if ask_now or now >= self.next_ask:
+        if len(events) != self.events_seen:
+            self.events_seen, self.changed_at = len(events), now
+        if self.seen_running and now - self.changed_at < RECORD_STALE:
+            self.next_ask = max(self.next_ask, now)  # its supervisor says it is alive: the controller is not asked
+        elif ask_now or now >= self.next_ask:
             max_age = SHARED_MAX_AGE if ask_now else self.interval
             self.queued = job.queue.states([job.info], max_age).get(job.id)
             self.next_ask, self.interval = now + self.interval, min(self.interval * 2, FOLLOW_MAX)
@@ -265,7 +273,7 @@ class _Follower:
         status = job_status(job.info, events, self.queued)
         if status.state is JobState.RUNNING and status.components and not self.seen_running:
             self.seen_running = True  # from now on the queue only tells that it vanished: rarely
-            self.next_ask, self.interval = max(self.next_ask, now + FOLLOW_RUNNING), FOLLOW_MAX
+            self.interval = FOLLOW_MAX
         if status.state is JobState.UNKNOWN and not status.components and not job.info.name:
             raise UnknownJobError(f"job {job.id}: not queued and no record of it here (unknown id, or not yours)")
         return status

@@ -95,6 +95,15 @@ def run_checks() -> list[Check]:
     code, out = _run(["srun", "--mpi=list"])
     checks.append(Check("srun mpi plugins", code == 0, " ".join(out.split())[:100]))
 
+    code, out = _run(["sinfo", "-N", "-h", "-o", "%N %o"])
+    if code == 0 and out:  # the preflight's check: this node resolves the nodes as the controller addresses them
+        from ti_slurm.job.preflight import resolution_mismatch
+
+        addresses = {n: a for n, a in (line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)}
+        by_ip = {n: a for n, a in addresses.items() if a.replace(".", "").isdigit()}
+        found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
+        checks.append(Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all"))
+
     if site.rdma_devices:
         problems = rdma_port_problems(site, socket.gethostname())
         checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))

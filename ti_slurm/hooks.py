@@ -17,7 +17,6 @@ RDMA port down on an RDMA partition and the site asked to drain such nodes.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import pwd
 import re
@@ -120,22 +119,9 @@ def make_job_dir(site: SiteConfig, job_id: str, user: pwd.struct_passwd) -> str:
 
 def rdma_port_problems(site: SiteConfig, node: str) -> list[str]:
     """Ports of the site's RDMA devices that are not ACTIVE, or devices that are missing."""
-    root = site.sysfs_root.replace("{node}", node)
-    problems = []
-    for device in site.rdma_devices:
-        ports = sorted(glob.glob(os.path.join(root, "class", "infiniband", device, "ports", "*", "state")))
-        if not ports:
-            problems.append(f"{device} missing")
-        for state_file in ports:
-            try:
-                with open(state_file) as fh:
-                    state = fh.read().strip()
-            except OSError as exc:
-                state = f"unreadable ({exc.strerror})"
-            if not state.endswith("ACTIVE"):
-                port = state_file.split(os.sep)[-2]
-                problems.append(f"{device} port {port} {state.split(':')[-1].strip()}")
-    return problems
+    from ti_slurm.job.rdma import port_problems
+
+    return port_problems(site.sysfs_root.replace("{node}", node), list(site.rdma_devices))
 
 
 def drain(node: str, reason: str, timeout: float) -> None:
@@ -185,8 +171,9 @@ def job_processes(job_id: str, uid: int) -> list[int]:
                 names = fh.read().split(b"\0")
         except OSError:
             continue
-        if any(n.startswith(b"SLURM_SCRIPT_CONTEXT=") for n in names):
+        if any(n in (b"SLURM_SCRIPT_CONTEXT=prolog_slurmd", b"SLURM_SCRIPT_CONTEXT=epilog_slurmd") for n in names):
             continue  # a Prolog/Epilog (of this job, on another node sharing this process table): not a leftover
+        # (a site's TaskProlog leaves SLURM_SCRIPT_CONTEXT=prolog_task in every task: those are the job's)
         if any(n in needles for n in names) or any(het.fullmatch(n) for n in names):
             pids.append(int(entry))
     return pids

@@ -35,6 +35,7 @@ def make_plan(
         master_port=spec.master_port,
         **site.plan_fields(),
         rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
+        preflight=spec.preflight not in (False, "off"),
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,

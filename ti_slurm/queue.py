@@ -28,7 +28,7 @@ from ti_slurm.job.states import JobState
 
 FOLLOW_FIRST = 2.0  # seconds before a follower first asks the queue again ...
 FOLLOW_MAX = 60.0  # ... backing off to about once a minute
-FOLLOW_RUNNING = 30.0  # once its record shows it running, the queue only tells that a job vanished
+RECORD_STALE = 150.0  # a running job's record silent this long (its supervisor writes a line a minute): ask
 SHARED_MAX_AGE = 5.0  # a one-shot `status`/`list` takes an answer this fresh from another process
 
 

@@ -64,6 +64,7 @@ class SiteConfig:
             "rdma_min_gpus_per_node": self.rdma_min_gpus_per_node,
             "nccl_overrides": {k: dict(v) for k, v in self.nccl.items()},
             "port_range": (self.port_min, self.port_max),
+            "sysfs_root": self.sysfs_root,
         }
 
 

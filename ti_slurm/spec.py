@@ -127,6 +127,8 @@ class JobSpec(_Strict):
     platform: Literal["ti", "modelarts"] = "ti"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
+    # each node checks names, ports, GPUs and RDMA before the command; YAML reads `off` as false
+    preflight: bool | Literal["on", "off"] = True
     remote: RemoteSpec | None = None
 
     @field_validator("name")

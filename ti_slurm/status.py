@@ -108,7 +108,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
         elif queued is not None:
             if not status.components or queued.state is JobState.SUSPENDED:  # else the job's record is newer
                 status.state = queued.state
-            status.reason = status.reason or queued.reason
+                status.reason = status.reason or queued.reason
             if not status.components and queued.state is JobState.PENDING:
                 status.reason = queued.reason or "waiting for resources"
         elif status.state is JobState.RUNNING:

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -135,8 +136,14 @@ def test_horovod_workers_are_reachable_and_the_launcher_decides(tmp_path: Path) 
 
 @pytest.fixture
 def site_config(tmp_path: Path) -> dict[str, str]:
+    """The test cluster's site config, with a sysfs in which the RDMA nodes' HCA ports are ACTIVE."""
+    for node in ("node05", "node06"):
+        port = tmp_path / "sys" / node / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text("4: ACTIVE\n")
     path = tmp_path / "site.toml"
-    path.write_text((ROOT / "ci" / "slurm-cluster" / "site.toml").read_text())
+    site = (ROOT / "ci" / "slurm-cluster" / "site.toml").read_text()
+    path.write_text(site + f'sysfs_root = "{tmp_path}/sys/{{node}}"\n')
     return {"TI_SLURM_CONFIG": str(path)}
 
 
@@ -155,6 +162,93 @@ def test_rdma_variables_on_rdma_partitions_for_whole_8_gpu_nodes(
     for i in range(2):
         seen = dict(line.split("=", 1) for line in (tmp_path / f"nccl-{i}").read_text().splitlines())
         assert seen == expected
+
+
+def test_preflight_fails_an_rdma_job_whose_hca_port_is_down_naming_the_node(
+    tmp_path: Path, site_config: dict[str, str]
+) -> None:
+    (tmp_path / "sys" / "node05" / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1" / "state").write_text(
+        "1: DOWN\n"
+    )
+    started = time.monotonic()
+    job = Job(tmp_path, "mode: ddp\nnodes: 2\ngpus_per_node: 8\npartition: rdma\ncommand: sleep 100", env=site_config)
+    assert job.result.returncode == 1
+    assert re.search(
+        r"FAILED: ddp node node05 \(index \d\) failed preflight on node05: RDMA mlx5_bond_0 port 1 DOWN "
+        r"\(NCCL_IB_HCA=mlx5_bond\)",
+        job.result.stderr,
+    ), job.result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> None:
+    holder = subprocess.Popen(  # another program holds the port on the node the master lands on
+        ["nsenter", "--net=/run/netns/tis-node03", sys.executable, "-c",
+         "import socket, time; s = socket.create_server(('0.0.0.0', 62111)); time.sleep(60)"]
+    )  # fmt: skip
+    try:
+        time.sleep(1)
+        body = "mode: ddp\nnodes: 2\nmaster_port: 62111\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100"
+        job = Job(tmp_path, body)
+        assert job.result.returncode == 1
+        assert (
+            "FAILED: ddp node node03 (index 0) failed preflight on node03: port 62111 (MASTER_PORT) is taken on this "
+            "node; another program holds it" in job.result.stderr
+        ), job.result.stderr
+    finally:
+        holder.kill()
+
+
+FAULTS = Path("/run/ti-slurm-cluster")  # the test cluster's fault injection (ci/slurm-cluster/up)
+
+
+def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: Path) -> None:
+    hosts = FAULTS / "hosts-node04"  # node04's own /etc/hosts (bind-mounted: edit it in place)
+    saved = hosts.read_text()
+    hosts.write_text(saved.replace("10.77.0.13 node03", "10.77.0.99 node03"))
+    try:
+        body = "mode: ddp\nnodes: 2\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100"
+        job = Job(tmp_path, body)
+        assert job.result.returncode == 1
+        assert (
+            "FAILED: ddp node node04 (index 1) failed preflight on node04: resolves node03 to 10.77.0.99, but the "
+            "job uses 10.77.0.13 for it (check /etc/hosts or DNS on this node)" in job.result.stderr
+        ), job.result.stderr
+        # an admin's doctor on that node runs the same check against the controller's addresses
+        doctor = subprocess.run(["srun", "-w", "node04", "ti-slurm", "doctor"], capture_output=True, text=True)
+        assert doctor.returncode == 1
+        assert "resolves node03 to 10.77.0.99, but the controller has 10.77.0.13 for it" in doctor.stdout
+    finally:
+        hosts.write_text(saved)
+
+
+def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path) -> None:
+    fault = FAULTS / "fault-node02"  # every task on node02 sees one GPU of the two the job asked for
+    fault.write_text("export CUDA_VISIBLE_DEVICES=0\n")
+    try:
+        body = "mode: mpi\nnodes: 2\ngpus_per_node: 2\nsbatch: {nodelist: 'node[01-02]'}\ncommand: sleep 100"
+        job = Job(tmp_path, body)
+        assert job.result.returncode == 1
+        assert (
+            "FAILED: mpi node node02 (index 1) failed preflight on node02: sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0), "
+            "the job asked for 2 per node" in job.result.stderr
+        ), job.result.stderr
+        (tmp_path / "off").mkdir()
+        off = Job(tmp_path / "off", body.replace("sleep 100", "'true'") + "\npreflight: off")
+        assert off.result.returncode == 0, off.result.stderr  # what the check is for: it ran with one GPU
+    finally:
+        fault.unlink()
+
+
+def test_the_submitting_shells_step_layout_does_not_reach_the_job(tmp_path: Path) -> None:
+    leaks = {"SLURM_CPU_BIND": "map_cpu:0", "SLURM_MEM_PER_CPU": "1", "SBATCH_EXCLUSIVE": "1", "MY_SETTING": "kept"}
+    command = 'env | grep -E "^(SLURM_CPU_BIND|SLURM_MEM_PER_CPU|SBATCH_|MY_SETTING|SLURM_CONF)" | sort > seen-$INDEX'
+    job = Job(
+        tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{command}'", env={**leaks, "SLURM_CONF": "/etc/slurm/slurm.conf"}
+    )
+    assert job.result.returncode == 0, job.result.stderr
+    for i in range(2):
+        assert (tmp_path / f"seen-{i}").read_text() == "MY_SETTING=kept\nSLURM_CONF=/etc/slurm/slurm.conf\n"
 
 
 def test_a_failing_node_ends_the_whole_job(ddp_dir: Path) -> None:

@@ -104,3 +104,43 @@ def test_a_job_submitted_after_the_shared_answer_is_asked_about(
     new = JobInfo("3", submitted=time.time())
     assert SharedQueue(backend).states([new], max_age=60)["3"].state is JobState.PENDING
     assert backend.calls == 2
+
+
+def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running: the supervisor's lines say it is alive. Silent for RECORD_STALE: the controller is asked."""
+    import json
+
+    from ti_slurm import client, queue
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    clock = [1000.0]
+    monkeypatch.setattr(client.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(queue.time, "time", lambda: clock[0])  # the shared answer ages with it
+    monkeypatch.setattr(client.time, "sleep", lambda s: None)
+    record = tmp_path / "job" / "status.jsonl"
+    record.parent.mkdir()
+    start = {"event": "start", "submission": "s", "mode": "mpi", "components": [{"name": "mpi", "nodes": ["n1"]}]}
+    record.write_text(json.dumps(start) + "\n")
+
+    class Backend(CountingSlurm):
+        def read_text(self, path: str) -> str | None:
+            return Path(path).read_text()
+
+    backend = Backend()
+    backend.jobs = {"5": JobInfo("5", state=JobState.RUNNING)}
+    job = client.Job(JobInfo("5", "t", "slurm", str(record.parent), submission="s"), backend)  # type: ignore[arg-type]
+    follower = client._Follower(job)
+    assert follower.status().state is JobState.RUNNING and backend.calls == 1  # asked once: not just submitted
+    for _ in range(10):  # ten minutes of a healthy job: a line a minute, no query
+        clock[0] += 60
+        with record.open("a") as fh:
+            fh.write(json.dumps({"event": "alive", "submission": "s"}) + "\n")
+        assert follower.status().state is JobState.RUNNING
+    assert backend.calls == 1
+    clock[0] += queue.RECORD_STALE + 1  # silence: the supervisor died with its node
+    backend.jobs = {"5": JobInfo("5", state=JobState.NODE_FAIL)}
+    status = follower.status()
+    assert backend.calls == 2 and status.state is JobState.NODE_FAIL
+    assert status.reason == "the job ended without a final record (Slurm: NODE_FAIL)"

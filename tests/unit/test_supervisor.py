@@ -33,6 +33,7 @@ class FakeLauncher:
     """Launches nothing: each node's outcome is scripted as (exit code, polls until it exits)."""
 
     record_before_stop_on_cancel = False
+    resolves_names = False
 
     def __init__(self, plan: JobPlan, job_dir: Path, script: dict[str, tuple[int | None, int]]) -> None:
         self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script

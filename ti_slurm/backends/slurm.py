@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
 from ti_slurm.errors import BackendError, SubmissionError
@@ -29,11 +29,24 @@ _VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")
 _JOB_ID = re.compile(r"(\d+)(?:;\S+)?")
 
 
+# What the submitting shell must not hand the job: the Slurm commands' own input variables and a
+# surrounding job's layout (SLURM_CPU_BIND from an outer step made one team's training 3x slower).
+LEAKING_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "PMIX_", "PMI_")
+KEPT = frozenset(("SLURM_CONF",))  # which cluster to talk to: users rely on it
+
+
+def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without what would change how Slurm lays out the job's steps (see LEAKING_PREFIXES)."""
+    return {k: v for k, v in environ.items() if k in KEPT or not k.startswith(LEAKING_PREFIXES)}
+
+
 def run_local(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm command here; a missing command is a one-line error."""
+    """Run a Slurm command here; a missing command is a one-line error. The command gets a clean
+    environment (:func:`job_environment`): sbatch hands its environment to the job."""
     if shutil.which(argv[0]) is None:
         raise BackendError(f"{argv[0]}: not found on PATH (is this a Slurm login node? try --local or --host)")
-    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False)
+    env = job_environment(os.environ)
+    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False, env=env)
 
 
 def parse_version(text: str) -> tuple[int, int]:

@@ -460,7 +460,13 @@ class SSHBackend(SlurmBackend):
         input to ``sbatch``. Closed without input (an invalid spec, a job that can
         never start), it submits nothing.
         """
-        script = 'sinfo -h -o "$1" 2>/dev/null; echo "$2"; shift 2; IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
+        script = (
+            # the login's own SLURM_*, SBATCH_*... would reach the job through sbatch (SLURM_CONF stays)
+            "for v in $( (env | cut -d= -f1 | grep -E '^(SLURM|SBATCH|SRUN|SALLOC|PMIX|PMI)_' | grep -vx SLURM_CONF)"
+            " 2>/dev/null);"
+            ' do unset "$v"; done; '
+            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; shift 2; IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
+        )
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
             script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
         return ["sh", "-c", script, "sh", SINFO_FORMAT, SINFO_END, *self.sbatch_argv(submission)]

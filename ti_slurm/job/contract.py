@@ -91,6 +91,9 @@ class NodeContract(Record):
     index: int  # this node's index within its component
     role: str
     runs_command: bool
+    first_node: str = ""  # the name of the job's first node (DDP's master, Ray's head)
+    addresses: dict[str, str] = {}  # noqa: RUF012 (copied per instance); the job's one resolution of its names
+    listen_ports: tuple[tuple[int, str], ...] = ()  # (port, what for) this node listens on
 
 
 def _get(env: Mapping[str, str], name: str) -> str:
@@ -112,14 +115,15 @@ def _int(env: Mapping[str, str], name: str) -> int:
     return int(value)
 
 
-def make_resolver(env: Mapping[str, str]) -> Callable[[str], str]:
-    """Name -> IPv4 address, cached; ``TI_SLURM_NODE_ADDR`` pins all names."""
+def make_resolver(env: Mapping[str, str], shared: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """Name -> IPv4 address, cached; ``TI_SLURM_NODE_ADDR`` pins all names; ``shared`` (the job's
+    one resolution of its names, see :func:`read_addresses`) answers first."""
     pinned = env.get("TI_SLURM_NODE_ADDR")
     if pinned:
         return lambda name: pinned
     import socket
 
-    cache: dict[str, str] = {}
+    cache: dict[str, str] = dict(shared or {})
 
     def resolve(name: str) -> str:
         if name not in cache:
@@ -157,7 +161,29 @@ def job_ports(
     return tuple(out)
 
 
-def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
+def read_addresses(path: str) -> dict[str, str]:
+    """``<name> <address>`` lines (the supervisor's one resolution of the job's names); ``{}`` if absent."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return dict(line.split()[:2] for line in fh if len(line.split()) >= 2)
+    except OSError:
+        return {}
+
+
+def resolve_all(names: list[str]) -> str:
+    """The text of an addresses file for ``names``: each resolved once, here (names that fail are left out)."""
+    import socket
+
+    lines = []
+    for name in dict.fromkeys(names):
+        try:
+            lines.append(f"{name} {socket.gethostbyname(name)}\n")
+        except OSError:
+            continue
+    return "".join(lines)
+
+
+def job_layout(plan: JobPlan, env: Mapping[str, str], shared: Mapping[str, str] | None = None) -> JobLayout:
     """Read the job's node lists from Slurm's variables."""
     # In a heterogeneous job every component has its own id; ports derive from the first one's.
     leader = next((v for v in ("SLURM_HET_JOB_ID", "SLURM_JOB_ID_HET_GROUP_0") if env.get(v)), "SLURM_JOB_ID")
@@ -182,7 +208,8 @@ def job_layout(plan: JobPlan, env: Mapping[str, str]) -> JobLayout:
                 f"component {comp.name} expects {comp.nodes} nodes but Slurm gave {len(names)}: {','.join(names)[:200]}"
             )
     per_node = env.get("TI_SLURM_PORT_PER_NODE") == "1"
-    return JobLayout(job_id, nodes, job_ports(plan, job_id, nodes, per_node), tuple(partitions), make_resolver(env))
+    resolver = make_resolver(env, shared)
+    return JobLayout(job_id, nodes, job_ports(plan, job_id, nodes, per_node), tuple(partitions), resolver)
 
 
 def rdma_env(plan: JobPlan, component: int, partition: str) -> dict[str, str]:
@@ -225,7 +252,10 @@ def check_env_sizes(env: Mapping[str, str]) -> None:
 
 def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir: str) -> NodeContract:
     """This node's contract: the node is ``SLURM_NODEID`` within component number ``component``."""
-    layout = job_layout(plan, env)
+    from ti_slurm.job.paths import JobPaths
+
+    shared = read_addresses(JobPaths(job_dir).addresses)
+    layout = job_layout(plan, env, shared)
     if not 0 <= component < len(layout.nodes):
         raise ContractError(f"component {component} is not a component of this {plan.mode} job")
     index = _int(env, "SLURM_NODEID")
@@ -245,6 +275,9 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
         index=index,
         role=contract_env["TI_SLURM_ROLE"],
         runs_command=mode.runs_command(ctx),
+        first_node=layout.nodes[0][0],
+        addresses=shared,
+        listen_ports=tuple(mode.listen_ports(ctx)),
     )
 
 

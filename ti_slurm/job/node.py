@@ -77,8 +77,11 @@ def wait_for_port(addr: str, port: int, timeout: float) -> bool:
         delay = min(delay * 2, 1.0)
 
 
-def record_exit(job_dir: str, plan: JobPlan, component: int, index: int, node: str, code: int, started: float) -> None:
-    """Write this node's exit record (``nodes/<component>.<index>.json``) for the supervisor and ``status``."""
+def record_exit(
+    job_dir: str, plan: JobPlan, component: int, index: int, node: str, code: int, started: float, error: str = ""
+) -> None:
+    """Write this node's exit record (``nodes/<component>.<index>.json``) for the supervisor and ``status``;
+    ``error`` is why ti-slurm ended it (a failed preflight), when it did."""
     from ti_slurm.job import lightjson
 
     paths = JobPaths(job_dir)
@@ -92,6 +95,8 @@ def record_exit(job_dir: str, plan: JobPlan, component: int, index: int, node: s
         "started": started,
         "ended": time.time(),
     }
+    if error:
+        record["error"] = error
     write_atomic(paths.node_record(name, index), lightjson.dumps(record) + "\n")
 
 
@@ -105,10 +110,10 @@ class NodeRun(Record):
     job_dir: str
     started: float
 
-    def record(self, code: int) -> None:
+    def record(self, code: int, error: str = "") -> None:
         """Record this node's exit code (the supervisor judges the job by these records)."""
         contract = self.contract
-        record_exit(self.job_dir, self.plan, self.component, contract.index, contract.node, code, self.started)
+        record_exit(self.job_dir, self.plan, self.component, contract.index, contract.node, code, self.started, error)
 
     def run_command(self, command: str | None = None, guard: Callable[[], int | None] | None = None) -> int:
         """Run ``command`` (default: this component's start command), record its exit code, return it.
@@ -137,4 +142,15 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
     environ = os.environ if environ is None else environ
     started = time.time()
     contract, env = prepare_node(plan, component, job_dir, environ)
-    return get_mode(plan.mode).run_node(NodeRun(plan, component, contract, env, job_dir, started))
+    run = NodeRun(plan, component, contract, env, job_dir, started)
+    if plan.preflight:
+        from ti_slurm.job.preflight import PREFLIGHT_EXIT, problems
+
+        problem = problems(plan, component, contract, env)
+        if problem:
+            import sys
+
+            print(f"ti-slurm: {problem}", file=sys.stderr, flush=True)
+            run.record(PREFLIGHT_EXIT, problem)
+            return PREFLIGHT_EXIT
+    return get_mode(plan.mode).run_node(run)

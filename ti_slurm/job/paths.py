@@ -7,6 +7,7 @@ node and the submitting machine share::
     status.jsonl                the supervisor's events: start, step-exit, end
     nodes/<component>.<n>.json  each node's own exit record (the supervisor judges by these)
     logs/<component>-<n>.log    each node's output
+    addresses                   every node's address, resolved once (by the supervisor) for all nodes
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
     supervisor.log, .pid        the local backend's supervisor process
@@ -66,6 +67,11 @@ class JobPaths(Record):
     def node_log(self, component: str, n: object) -> str:
         """The n-th node's log (``n`` may be srun's ``%n``, filled in per node)."""
         return self._in("logs", f"{node_label(component, n)}.log")
+
+    @property
+    def addresses(self) -> str:
+        """``<name> <address>`` lines: one resolution of every node's name, shared by all nodes."""
+        return self._in("addresses")
 
     @property
     def hostfile(self) -> str:

@@ -53,6 +53,8 @@ class JobPlan(Record):
     master_port: int | None = None
     port_range: tuple[int, int] = (61000, 65535)
     rendezvous_timeout: int = 300
+    preflight: bool = True  # each node checks names, ports, GPUs and RDMA before the command
+    sysfs_root: str = "/sys"  # where the preflight reads InfiniBand ports ("{node}": the node's name)
     stop_grace: int = 10
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None

@@ -45,6 +45,8 @@ from ti_slurm.job.process import exit_code, start_group, terminate
 from ti_slurm.job.states import JobState
 
 POLL_SECONDS = 0.1
+HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
+ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
 CANCEL_SETTLE = 2.0  # seconds a step killed by a signal waits for the supervisor's own cancel signal
 
 
@@ -67,6 +69,8 @@ class Launcher(Protocol):
     # kills the batch script KillWait seconds after scancel, so there the record
     # goes first; locally nothing kills the supervisor, so CANCELLED means gone.
     record_before_stop_on_cancel: bool
+    # Are node names resolved to addresses (Slurm), or is every node this machine (the local runner)?
+    resolves_names: bool
 
     def node_names(self, component: int) -> list[str]: ...
 
@@ -84,6 +88,7 @@ class SlurmLauncher:
     """Inside the batch script: one ``srun`` per component."""
 
     record_before_stop_on_cancel = True
+    resolves_names = True
 
     def __init__(self, job_dir: str, environ: dict[str, str] | None = None) -> None:
         self.job_dir = job_dir
@@ -130,6 +135,7 @@ class LocalLauncher:
     """On this machine: one process per simulated node, all at 127.0.0.1."""
 
     record_before_stop_on_cancel = False
+    resolves_names = False
 
     def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
         self.job_dir, self.job_id = job_dir, job_id
@@ -260,6 +266,8 @@ class Supervisor:
                 "exit_code": first.get("exit_code"),
             }
             reason = f"{launch.component} node {failed['node']} (index {failed['index']}) exited {failed['exit_code']}"
+            if first.get("error"):
+                reason = f"{launch.component} node {failed['node']} (index {failed['index']}) failed {first['error']}"
         else:
             nodes = self.node_labels(launch, launch.nodes)
             failed = {"component": launch.component, "node": nodes, "index": None, "exit_code": launch.exit_code}
@@ -295,6 +303,15 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._cancel_signal = signum
 
+    def share_addresses(self) -> None:
+        """Resolve every node's name once, here, for every node's contract (and the preflight's check)."""
+        names = [name for c in range(len(self.plan.components)) for name in self.launcher.node_names(c)]
+        if len(names) <= ADDRESSES_UP_TO and self.launcher.resolves_names:
+            from ti_slurm.job.contract import resolve_all
+            from ti_slurm.job.node import write_atomic
+
+            write_atomic(self.paths.addresses, resolve_all(names))
+
     def launch_exit_event(self, launch: Launch) -> None:
         records = [{k: r.get(k) for k in ("index", "node", "exit_code")} for r in self.launch_records(launch)]
         self.event(
@@ -322,6 +339,7 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
         try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
+            self.share_addresses()
             for c, nodes in self.launch_plan():
                 self.launches.extend(self.launcher.start(self.plan, c, nodes))
             components = [
@@ -345,7 +363,11 @@ class Supervisor:
         return outcome
 
     def _loop(self) -> Outcome:
+        alive_at = time.monotonic()
         while True:
+            if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
+                alive_at = time.monotonic()
+                self.event("alive")
             if self._cancel_signal is not None:
                 return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
             for launch in self.launches:

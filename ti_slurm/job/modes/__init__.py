@@ -94,6 +94,10 @@ class Mode:
         """Whether this node runs the start command."""
         return True
 
+    def listen_ports(self, ctx: NodeContext) -> list[tuple[int, str]]:
+        """(port, what it is for) of each port this node's contract hands out for it to listen on."""
+        return []
+
     def run_node(self, run: NodeRun) -> int:
         """Serve this node once its contract is ready: by default, run the command and record its exit."""
         return run.run_command()

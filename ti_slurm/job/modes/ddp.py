@@ -71,6 +71,9 @@ class DDP(Mode):
             "RANK": str(ctx.global_index),
         }
 
+    def listen_ports(self, ctx: NodeContext) -> list[tuple[int, str]]:
+        return [(int(self.node_env(ctx)["MASTER_PORT"]), "MASTER_PORT")] if ctx.global_index == 0 else []
+
     def run_node(self, run: NodeRun) -> int:
         if run.contract.role == "master":
             return run.run_command()

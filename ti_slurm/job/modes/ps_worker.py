@@ -58,6 +58,9 @@ class PSWorker(Mode):
     def role(self, ctx: NodeContext) -> str:
         return ctx.plan.components[ctx.component].name
 
+    def listen_ports(self, ctx: NodeContext) -> list[tuple[int, str]]:
+        return [(ctx.port(ctx.component, ctx.index), f"this {self.role(ctx)} task's port in TF_CONFIG")]
+
     def node_env(self, ctx: NodeContext) -> dict[str, str]:
         addr = ctx.layout.addr
         cluster = {

@@ -86,6 +86,11 @@ class Ray(Mode):
     def runs_command(self, ctx: NodeContext) -> bool:
         return ctx.component == 0
 
+    def listen_ports(self, ctx: NodeContext) -> list[tuple[int, str]]:
+        base = ctx.port(ctx.component, ctx.index)
+        first = base if ctx.component == 0 else base + 1  # the head's GCS port is the block's first
+        return [(port, "a Ray port") for port in range(first, base + PORTS_PER_NODE)]
+
     def run_node(self, run: NodeRun) -> int:
         """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block.
 

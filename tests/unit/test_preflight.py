@@ -1,0 +1,93 @@
+"""The preflight checks, one by one, on this machine (the cluster tier injects the faults for real)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from ti_slurm.backends.slurm import job_environment
+from ti_slurm.job.contract import NodeContract
+from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.job.preflight import gpus_match, names_agree, ports_free, problems, rdma_ports_active
+from ti_slurm.job.rdma import nccl_devices
+
+PLAN = JobPlan("t", "ddp", "x", (Component("ddp", 2, 8, 1),))
+
+
+def contract(**fields: object) -> NodeContract:
+    values: dict[str, object] = {
+        "env": {},
+        "defaults": {},
+        "hostfile": None,
+        "node": "localhost",
+        "index": 0,
+        "role": "master",
+        "runs_command": True,
+        "first_node": "localhost",
+    }
+    return NodeContract(**(values | fields))  # type: ignore[arg-type]
+
+
+def test_a_node_that_resolves_a_name_elsewhere_is_named() -> None:
+    wrong = contract(addresses={"localhost": "10.9.9.9"})
+    assert names_agree(PLAN, 0, wrong, {}) == (
+        "resolves localhost to 127.0.0.1, but the job uses 10.9.9.9 for it (check /etc/hosts or DNS on this node)"
+    )
+    assert names_agree(PLAN, 0, contract(addresses={"localhost": "127.0.0.1"}), {}) is None
+    assert names_agree(PLAN, 0, wrong, {"TI_SLURM_NODE_ADDR": "127.0.0.1"}) is None  # the local runner pins them
+
+
+def test_a_taken_port_is_named() -> None:
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        found = ports_free(PLAN, 0, contract(listen_ports=((port, "MASTER_PORT"),)), {})
+    assert found == f"port {port} (MASTER_PORT) is taken on this node; another program holds it"
+    assert ports_free(PLAN, 0, contract(listen_ports=((port, "MASTER_PORT"),)), {}) is None  # free again
+
+
+def test_fewer_gpus_than_asked_is_named() -> None:
+    assert gpus_match(PLAN, 0, contract(), {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6"}) == (
+        "sees 7 GPU(s) (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6), the job asked for 8 per node"
+    )
+    assert gpus_match(PLAN, 0, contract(), {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}) is None
+
+
+def fake_sysfs(root: Path, ports: dict[str, str]) -> None:
+    for device, state in ports.items():
+        port = root / "class" / "infiniband" / device / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text(state + "\n")
+
+
+def test_rdma_devices_as_nccl_selects_them(tmp_path: Path) -> None:
+    fake_sysfs(tmp_path, {"mlx5_bond_0": "4: ACTIVE", "mlx5_bond_1": "1: DOWN", "mlx5_0": "4: ACTIVE"})
+    assert nccl_devices("mlx5_bond", str(tmp_path)) == (["mlx5_bond_0", "mlx5_bond_1"], [])
+    assert nccl_devices("=mlx5_0,mlx5_9:1", str(tmp_path)) == (["mlx5_0"], ["mlx5_9"])
+    assert nccl_devices("^mlx5_0", str(tmp_path)) == ([], [])
+    plan = PLAN.replace(sysfs_root=str(tmp_path))
+    rdma = contract(defaults={"NCCL_IB_HCA": "mlx5_bond"})
+    assert rdma_ports_active(plan, 0, rdma, {"NCCL_IB_HCA": "mlx5_bond"}) == (
+        "RDMA mlx5_bond_1 port 1 DOWN (NCCL_IB_HCA=mlx5_bond)"
+    )
+    assert rdma_ports_active(plan, 0, rdma, {"NCCL_IB_HCA": "mlx5_bond", "NCCL_IB_DISABLE": "1"}) is None
+    assert rdma_ports_active(plan, 0, contract(), {"NCCL_IB_HCA": "mlx5_bond"}) is None  # no RDMA job
+    assert "no RDMA device matches mlx5_x" in str(rdma_ports_active(plan, 0, rdma, {"NCCL_IB_HCA": "mlx5_x"}))
+
+
+def test_the_first_problem_names_the_node() -> None:
+    found = problems(PLAN, 0, contract(addresses={"localhost": "10.9.9.9"}), {})
+    assert str(found).startswith("preflight on localhost: resolves localhost to 127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "name,kept",
+    [("SLURM_CPU_BIND", False), ("SLURM_MEM_PER_CPU", False), ("SBATCH_PARTITION", False),
+     ("SRUN_CPUS_PER_TASK", False), ("PMIX_RANK", False), ("SLURM_JOB_ID", False), ("SLURM_CONF", True),
+     ("MY_TOKEN", True), ("PATH", True)],
+)  # fmt: skip
+def test_what_the_submitting_shell_may_hand_the_job(name: str, kept: bool) -> None:
+    assert (name in job_environment({name: "x"})) is kept
