@@ -38,6 +38,14 @@ def own_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+def fake_sysfs(root: Path, states: dict[str, str]) -> None:
+    """InfiniBand devices under ``root`` as sysfs shows them: ``{device: "4: ACTIVE"}``, port 1 each."""
+    for device, state in states.items():
+        port = root / "class" / "infiniband" / device / "ports" / "1"
+        port.mkdir(parents=True, exist_ok=True)
+        (port / "state").write_text(state + "\n")
+
+
 def api_spec(tmp_path: Path, **fields: object) -> dict[str, object]:
     """A spec for the Python API whose jobs' directories go below ``tmp_path``."""
     return {"output_dir": str(tmp_path / "out"), **fields}

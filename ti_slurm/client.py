@@ -113,8 +113,12 @@ def submit(
     node (``host``, ``user@host[:port]`` or an ``~/.ssh/config`` alias); without
     it, the spec's ``remote.host`` and then the user config's are used, unless
     ``backend`` is given. ``sync`` uploads a directory's changed files to the
-    remote workdir first. The job is recorded so :func:`job` and :func:`jobs`
-    find it later, from this process or another.
+    remote workdir first. A job that can never start on its partition as it
+    stands (more nodes or GPUs per node than it has, no such partition, a time
+    above its maximum) is refused with a :class:`SubmissionError` and nothing is
+    submitted, unless ``queue_anyway`` (say, for nodes about to be added). The
+    job is recorded so :func:`get_job` and :func:`jobs` find it later, from
+    this process or another.
     """
     from ti_slurm.planning import plan_job
     from ti_slurm.registry import remember

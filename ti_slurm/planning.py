@@ -17,7 +17,7 @@ from ti_slurm.job.contract import MAX_ENV_STRING
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.site import SiteConfig, load_site_config
-from ti_slurm.spec import JobSpec
+from ti_slurm.spec import JobSpec, PreflightSpec
 
 
 def make_plan(
@@ -36,6 +36,7 @@ def make_plan(
         **site.plan_fields(),
         rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
         preflight=spec.preflight not in (False, "off"),
+        preflight_allreduce=isinstance(spec.preflight, PreflightSpec) and spec.preflight.allreduce,
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,

@@ -86,6 +86,12 @@ class ComponentSpec(_Strict):
         return _matching(_SLURM_WORD, v, "expected a Slurm partition name (letters, digits, . _ : + -)")
 
 
+class PreflightSpec(_Strict):
+    """``preflight: {allreduce: true}``: the checks, then a tiny collective across every node."""
+
+    allreduce: bool = False
+
+
 class RemoteSpec(_Strict):
     """Where ``--host`` submission goes by default (see the README)."""
 
@@ -128,7 +134,7 @@ class JobSpec(_Strict):
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     # each node checks names, ports, GPUs and RDMA before the command; YAML reads `off` as false
-    preflight: bool | Literal["on", "off"] = True
+    preflight: bool | Literal["on", "off"] | PreflightSpec = True
     remote: RemoteSpec | None = None
 
     @field_validator("name")

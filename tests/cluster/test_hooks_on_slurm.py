@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_matching, wait_until_gone
+from tests.conftest import fake_sysfs, processes_matching, wait_until_gone
 
 pytestmark = pytest.mark.usefixtures("cluster")
 JOBS = Path("/var/lib/ti-slurm/jobs")
@@ -87,9 +87,7 @@ def test_epilog_cleans_what_escaped_a_killed_job(tmp_path: Path) -> None:
 def test_rdma_port_down_drains_the_node_naming_the_device(tmp_path: Path) -> None:
     sysfs = tmp_path / "sys"
     for node, state in (("node05", "1: DOWN"), ("node06", "4: ACTIVE")):
-        port = sysfs / node / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1"
-        port.mkdir(parents=True)
-        (port / "state").write_text(state + "\n")
+        fake_sysfs(sysfs / node, {"mlx5_bond_0": state})
     saved = SITE.read_text()
     SITE.write_text(saved + f'rdma_devices = ["mlx5_bond_0"]\nrdma_check = "drain"\nsysfs_root = "{sysfs}/{{node}}"\n')
     job_id = ""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, processes_matching, run_cli
+from tests.conftest import ROOT, fake_sysfs, processes_matching, run_cli
 from ti_slurm.job.contract import RDMA_ENV
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -138,9 +138,7 @@ def test_horovod_workers_are_reachable_and_the_launcher_decides(tmp_path: Path) 
 def site_config(tmp_path: Path) -> dict[str, str]:
     """The test cluster's site config, with a sysfs in which the RDMA nodes' HCA ports are ACTIVE."""
     for node in ("node05", "node06"):
-        port = tmp_path / "sys" / node / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1"
-        port.mkdir(parents=True)
-        (port / "state").write_text("4: ACTIVE\n")
+        fake_sysfs(tmp_path / "sys" / node, {"mlx5_bond_0": "4: ACTIVE"})
     path = tmp_path / "site.toml"
     site = (ROOT / "ci" / "slurm-cluster" / "site.toml").read_text()
     path.write_text(site + f'sysfs_root = "{tmp_path}/sys/{{node}}"\n')
@@ -164,21 +162,25 @@ def test_rdma_variables_on_rdma_partitions_for_whole_8_gpu_nodes(
         assert seen == expected
 
 
+def fails_preflight(tmp_path: Path, body: str, line: str, env: dict[str, str] | None = None) -> None:
+    """Submit ``body`` and see it fail within seconds with ``line`` (a node named, and its cause)."""
+    started = time.monotonic()
+    job = Job(tmp_path, body, env=env)
+    assert job.result.returncode == 1
+    assert f"FAILED: {line}" in job.result.stderr, job.result.stderr
+    assert time.monotonic() - started < 30
+
+
 def test_preflight_fails_an_rdma_job_whose_hca_port_is_down_naming_the_node(
     tmp_path: Path, site_config: dict[str, str]
 ) -> None:
-    (tmp_path / "sys" / "node05" / "class" / "infiniband" / "mlx5_bond_0" / "ports" / "1" / "state").write_text(
-        "1: DOWN\n"
+    fake_sysfs(tmp_path / "sys" / "node05", {"mlx5_bond_0": "1: DOWN"})
+    fails_preflight(
+        tmp_path,
+        "mode: ddp\nnodes: 2\ngpus_per_node: 8\npartition: rdma\ncommand: sleep 100",
+        "ddp node node05 (index 0) failed preflight on node05: RDMA mlx5_bond_0 port 1 DOWN (NCCL_IB_HCA=mlx5_bond)",
+        env=site_config,
     )
-    started = time.monotonic()
-    job = Job(tmp_path, "mode: ddp\nnodes: 2\ngpus_per_node: 8\npartition: rdma\ncommand: sleep 100", env=site_config)
-    assert job.result.returncode == 1
-    assert re.search(
-        r"FAILED: ddp node node05 \(index \d\) failed preflight on node05: RDMA mlx5_bond_0 port 1 DOWN "
-        r"\(NCCL_IB_HCA=mlx5_bond\)",
-        job.result.stderr,
-    ), job.result.stderr
-    assert time.monotonic() - started < 30
 
 
 def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> None:
@@ -188,13 +190,12 @@ def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> Non
     )  # fmt: skip
     try:
         time.sleep(1)
-        body = "mode: ddp\nnodes: 2\nmaster_port: 62111\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100"
-        job = Job(tmp_path, body)
-        assert job.result.returncode == 1
-        assert (
-            "FAILED: ddp node node03 (index 0) failed preflight on node03: port 62111 (MASTER_PORT) is taken on this "
-            "node; another program holds it" in job.result.stderr
-        ), job.result.stderr
+        fails_preflight(
+            tmp_path,
+            "mode: ddp\nnodes: 2\nmaster_port: 62111\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100",
+            "ddp node node03 (index 0) failed preflight on node03: port 62111 (MASTER_PORT) is taken on this node; "
+            "another program holds it",
+        )
     finally:
         holder.kill()
 
@@ -207,13 +208,12 @@ def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: P
     saved = hosts.read_text()
     hosts.write_text(saved.replace("10.77.0.13 node03", "10.77.0.99 node03"))
     try:
-        body = "mode: ddp\nnodes: 2\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100"
-        job = Job(tmp_path, body)
-        assert job.result.returncode == 1
-        assert (
-            "FAILED: ddp node node04 (index 1) failed preflight on node04: resolves node03 to 10.77.0.99, but the "
-            "job uses 10.77.0.13 for it (check /etc/hosts or DNS on this node)" in job.result.stderr
-        ), job.result.stderr
+        fails_preflight(
+            tmp_path,
+            "mode: ddp\nnodes: 2\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100",
+            "ddp node node04 (index 1) failed preflight on node04: resolves node03 to 10.77.0.99, but the job uses "
+            "10.77.0.13 for it (check /etc/hosts or DNS on this node)",
+        )
         # an admin's doctor on that node runs the same check against the controller's addresses
         doctor = subprocess.run(["srun", "-w", "node04", "ti-slurm", "doctor"], capture_output=True, text=True)
         assert doctor.returncode == 1
@@ -227,12 +227,12 @@ def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path) -> None:
     fault.write_text("export CUDA_VISIBLE_DEVICES=0\n")
     try:
         body = "mode: mpi\nnodes: 2\ngpus_per_node: 2\nsbatch: {nodelist: 'node[01-02]'}\ncommand: sleep 100"
-        job = Job(tmp_path, body)
-        assert job.result.returncode == 1
-        assert (
-            "FAILED: mpi node node02 (index 1) failed preflight on node02: sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0), "
-            "the job asked for 2 per node" in job.result.stderr
-        ), job.result.stderr
+        fails_preflight(
+            tmp_path,
+            body,
+            "mpi node node02 (index 1) failed preflight on node02: sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0), the job "
+            "asked for 2 per node",
+        )
         (tmp_path / "off").mkdir()
         off = Job(tmp_path / "off", body.replace("sleep 100", "'true'") + "\npreflight: off")
         assert off.result.returncode == 0, off.result.stderr  # what the check is for: it ran with one GPU
@@ -349,3 +349,22 @@ def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> 
     assert processes_matching(marker) == []
     status = job.status()
     assert status["state"] == "FAILED" and "without a final record" in str(status["reason"])
+
+
+def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Path) -> None:
+    fault = FAULTS / "fault-node02"  # node02's gloo looks for an interface it does not have
+    fault.write_text("export GLOO_SOCKET_IFNAME=nosuch0\n")
+    try:
+        body = (
+            "mode: ddp\nnodes: 2\npreflight: {allreduce: true}\nsbatch: {nodelist: 'node[01-02]'}\ncommand: sleep 100"
+        )
+        fails_preflight(
+            tmp_path,
+            body,
+            "ddp node node02 (index 1) failed preflight on node02: an all-reduce across the job's 2 nodes failed: ",
+        )
+        (tmp_path / "ok").mkdir()
+        ok = Job(tmp_path / "ok", body.replace("node[01-02]", "node[03-04]").replace("sleep 100", "'true'"))
+        assert ok.result.returncode == 0, ok.result.stderr  # the same collective on healthy nodes
+    finally:
+        fault.unlink()

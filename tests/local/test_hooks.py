@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fake_sysfs
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hooks run as root, like slurmd runs them")
 BIN = Path(sys.executable).parent
 
@@ -75,13 +77,6 @@ def test_unsafe_base_directory_is_refused(tmp_path: Path) -> None:
     assert run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "9"}).returncode == 0
     assert not (tmp_path / "jobs" / "9").exists()
     assert "writable by root only" in (tmp_path / "hooks.log").read_text()
-
-
-def fake_sysfs(root: Path, states: dict[str, str]) -> None:
-    for device, state in states.items():
-        port = root / "class" / "infiniband" / device / "ports" / "1"
-        port.mkdir(parents=True)
-        (port / "state").write_text(state + "\n")
 
 
 def test_rdma_port_down_is_logged_by_default_and_drains_when_asked(tmp_path: Path) -> None:

@@ -301,3 +301,31 @@ def test_a_node_without_ray_is_one_line_naming_it(tmp_path: Path) -> None:
         log == "ti-slurm: node localhost: no ray command beside /usr/bin/python3 or on PATH"
         " (install ray for the job's Python)\n"
     )
+
+
+def test_preflight_allreduce_runs_across_every_node(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    body = "mode: ps-worker\nps: {nodes: 1}\nworker: {nodes: 2}\npreflight: {allreduce: true}\ncommand: 'true'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+
+
+def test_preflight_allreduce_without_torch_is_one_line(tmp_path: Path) -> None:
+    body = "mode: ddp\nnodes: 2\npython: /usr/bin/python3\npreflight: {allreduce: true}\ncommand: 'true'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1
+    assert re.search(
+        r"FAILED: ddp node localhost \(index \d\) failed preflight on localhost: an all-reduce across the job's 2 "
+        r"nodes failed: needs torch in the job's Python",
+        res.stderr,
+    ), res.stderr
+
+
+def test_preflight_allreduce_over_a_broken_network_fails_in_seconds(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    body = "mode: ddp\nnodes: 2\npreflight: {allreduce: true}\nenv: {GLOO_SOCKET_IFNAME: nosuch0}\ncommand: sleep 100"
+    started = time.monotonic()
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and time.monotonic() - started < 60
+    assert "failed preflight on localhost: an all-reduce across the job's 2 nodes failed: " in res.stderr
+    assert "Unable to find address for: nosuch0" in res.stderr

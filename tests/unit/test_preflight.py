@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import fake_sysfs
 from ti_slurm.backends.slurm import job_environment
 from ti_slurm.job.contract import NodeContract
 from ti_slurm.job.plan import Component, JobPlan
@@ -54,13 +55,6 @@ def test_fewer_gpus_than_asked_is_named() -> None:
         "sees 7 GPU(s) (CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6), the job asked for 8 per node"
     )
     assert gpus_match(PLAN, 0, contract(), {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}) is None
-
-
-def fake_sysfs(root: Path, ports: dict[str, str]) -> None:
-    for device, state in ports.items():
-        port = root / "class" / "infiniband" / device / "ports" / "1"
-        port.mkdir(parents=True)
-        (port / "state").write_text(state + "\n")
 
 
 def test_rdma_devices_as_nccl_selects_them(tmp_path: Path) -> None:

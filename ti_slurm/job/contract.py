@@ -92,6 +92,10 @@ class NodeContract(Record):
     role: str
     runs_command: bool
     first_node: str = ""  # the name of the job's first node (DDP's master, Ray's head)
+    rank: int = 0  # this node's place among all of the job's nodes (INDEX)
+    world: int = 1  # all of the job's nodes
+    preflight_addr: str = ""  # the first node's address (where the preflight's collective meets) ...
+    preflight_port: int = 0  # ... and its port
     addresses: dict[str, str] = {}  # noqa: RUF012 (copied per instance); the job's one resolution of its names
     listen_ports: tuple[tuple[int, str], ...] = ()  # (port, what for) this node listens on
 
@@ -276,6 +280,10 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
         role=contract_env["TI_SLURM_ROLE"],
         runs_command=mode.runs_command(ctx),
         first_node=layout.nodes[0][0],
+        rank=ctx.global_index,
+        world=plan.total_nodes,
+        preflight_addr=layout.addr(layout.nodes[0][0]),
+        preflight_port=layout.ports[0][0] + mode.ports_per_job - 1,  # the block's last: free before the command
         addresses=shared,
         listen_ports=tuple(mode.listen_ports(ctx)),
     )

@@ -147,6 +147,11 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
         from ti_slurm.job.preflight import PREFLIGHT_EXIT, problems
 
         problem = problems(plan, component, contract, env)
+        if problem is None and plan.preflight_allreduce:
+            from ti_slurm.job.preflight import allreduce
+
+            found = allreduce(plan, contract, env)
+            problem = f"preflight on {contract.node}: {found}" if found else None
         if problem:
             import sys
 

@@ -54,6 +54,7 @@ class JobPlan(Record):
     port_range: tuple[int, int] = (61000, 65535)
     rendezvous_timeout: int = 300
     preflight: bool = True  # each node checks names, ports, GPUs and RDMA before the command
+    preflight_allreduce: bool = False  # ... and then takes part in a tiny collective across every node
     sysfs_root: str = "/sys"  # where the preflight reads InfiniBand ports ("{node}": the node's name)
     stop_grace: int = 10
     output_dir: str = "ti-slurm-jobs"

@@ -11,7 +11,9 @@ fails the job at once:
   supervisor for every node);
 - ports: the ports this node's contract hands out for it to listen on are free;
 - GPUs: the GPUs Slurm bound (``CUDA_VISIBLE_DEVICES``) are as many as ``gpus_per_node``;
-- RDMA: on an RDMA job, every HCA ``NCCL_IB_HCA`` selects exists and its ports are ACTIVE.
+- RDMA: on an RDMA job, every HCA ``NCCL_IB_HCA`` selects exists and its ports are ACTIVE;
+- with ``preflight: {allreduce: true}``, then: a one-element all-reduce across every node of
+  the job (gloo; NCCL where CUDA is there) finishes within :data:`ALLREDUCE_SECONDS`.
 
 Standard library only: this is the job path.
 """
@@ -27,6 +29,27 @@ if TYPE_CHECKING:
 
 PREFLIGHT_EXIT = 125
 ALL_NAMES_UP_TO = 256  # larger jobs check the master's name and their own (each lookup may be DNS)
+ALLREDUCE_SECONDS = 60  # torch's import takes seconds on a busy node; a broken fabric never finishes
+# Run by the job's Python with its site-packages (torch is the job's, not ti-slurm's).
+ALLREDUCE = """
+import datetime, os, sys
+addr, port, rank, world, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    print("needs torch in the job's Python", file=sys.stderr, flush=True)
+    os._exit(3)
+backend = "nccl" if torch.cuda.is_available() else "gloo"
+device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+                        timeout=datetime.timedelta(seconds=seconds))
+value = torch.ones(1, device=device)
+dist.all_reduce(value)
+dist.barrier()
+print(int(value.item()), flush=True)
+os._exit(0 if int(value.item()) == world else 4)
+"""
 
 
 def problems(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
@@ -36,6 +59,23 @@ def problems(plan: JobPlan, component: int, contract: NodeContract, env: Mapping
         if found:
             return f"preflight on {contract.node}: {found}"
     return None
+
+
+def allreduce(plan: JobPlan, contract: NodeContract, env: Mapping[str, str]) -> str | None:
+    """Every node of the job takes part in one all-reduce; ``None`` when it finished in time."""
+    import subprocess
+    import sys
+
+    args = [contract.preflight_addr, str(contract.preflight_port), str(contract.rank), str(contract.world)]
+    argv = [sys.executable, "-c", ALLREDUCE, *args, str(ALLREDUCE_SECONDS)]
+    try:
+        res = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=ALLREDUCE_SECONDS + 15)
+    except subprocess.TimeoutExpired:
+        return f"an all-reduce across the job's {contract.world} nodes did not finish within {ALLREDUCE_SECONDS}s"
+    if res.returncode == 0:
+        return None
+    last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+    return f"an all-reduce across the job's {contract.world} nodes failed: {last[:200]}"
 
 
 def names_agree(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:

@@ -23,7 +23,7 @@ if [ -e "$job_dir/plan.json" ] && ! grep -qF -- '"submission":""' "$job_dir/plan
 fi
 [ -d "$job_dir" ] || mkdir -m 700 -- "$job_dir"  # the plan may hold secrets (the spec's env)
 cat > "$job_dir/plan.json" <<'TI_SLURM_PLAN'
-{"account":"ml","command":"python train.py --epochs 1","components":[{"command":"","cpus_per_node":4,"gpus_per_node":8,"mem":"16G","name":"ddp","nodes":2,"partition":"debug"}],"env":{"FOO":"bar"},"master_port":null,"mode":"ddp","name":"demo","nccl_overrides":{},"output_dir":"/scratch/jobs","partition":"debug","port_range":[61000,65535],"preflight":true,"python":"/opt/ti-slurm/bin/python","qos":"normal","rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{"constraint":"a100&ib","exclusive":true},"stop_grace":10,"submission":"","sysfs_root":"/sys","time":"1:00:00","version":1,"workdir":"/home/u/proj"}
+{"account":"ml","command":"python train.py --epochs 1","components":[{"command":"","cpus_per_node":4,"gpus_per_node":8,"mem":"16G","name":"ddp","nodes":2,"partition":"debug"}],"env":{"FOO":"bar"},"master_port":null,"mode":"ddp","name":"demo","nccl_overrides":{},"output_dir":"/scratch/jobs","partition":"debug","port_range":[61000,65535],"preflight":true,"preflight_allreduce":false,"python":"/opt/ti-slurm/bin/python","qos":"normal","rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{"constraint":"a100&ib","exclusive":true},"stop_grace":10,"submission":"","sysfs_root":"/sys","time":"1:00:00","version":1,"workdir":"/home/u/proj"}
 TI_SLURM_PLAN
 cd -- /home/u/proj
 exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"

@@ -15,7 +15,7 @@ if [ -e "$job_dir/plan.json" ] && ! grep -qF -- '"submission":""' "$job_dir/plan
 fi
 [ -d "$job_dir" ] || mkdir -m 700 -- "$job_dir"  # the plan may hold secrets (the spec's env)
 cat > "$job_dir/plan.json" <<'TI_SLURM_PLAN'
-{"account":null,"command":"mpirun -np $GPU_NUM -H $NODE_IP_SLOT_LIST python3 train.py","components":[{"command":"","cpus_per_node":1,"gpus_per_node":0,"mem":null,"name":"mpi","nodes":4,"partition":null}],"env":{},"master_port":null,"mode":"mpi","name":"ti-slurm","nccl_overrides":{},"output_dir":"/scratch/jobs","partition":null,"port_range":[61000,65535],"preflight":true,"python":"/opt/ti-slurm/bin/python","qos":null,"rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{},"stop_grace":10,"submission":"","sysfs_root":"/sys","time":null,"version":1,"workdir":"/home/u/proj"}
+{"account":null,"command":"mpirun -np $GPU_NUM -H $NODE_IP_SLOT_LIST python3 train.py","components":[{"command":"","cpus_per_node":1,"gpus_per_node":0,"mem":null,"name":"mpi","nodes":4,"partition":null}],"env":{},"master_port":null,"mode":"mpi","name":"ti-slurm","nccl_overrides":{},"output_dir":"/scratch/jobs","partition":null,"port_range":[61000,65535],"preflight":true,"preflight_allreduce":false,"python":"/opt/ti-slurm/bin/python","qos":null,"rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"sbatch":{},"stop_grace":10,"submission":"","sysfs_root":"/sys","time":null,"version":1,"workdir":"/home/u/proj"}
 TI_SLURM_PLAN
 cd -- /home/u/proj
 exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"
