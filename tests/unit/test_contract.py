@@ -17,7 +17,7 @@ ADDRS = {f"gpu{i:03d}": f"10.1.0.{i}" for i in range(1, 20)}
 
 @pytest.fixture(autouse=True)
 def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("socket.gethostbyname", lambda name: ADDRS[name])
+    monkeypatch.setattr("_socket.gethostbyname", lambda name: ADDRS[name])  # what the job path resolves with
 
 
 def plan_of(doc: dict[str, object], site: SiteConfig | None = None):
