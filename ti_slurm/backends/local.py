@@ -16,34 +16,12 @@ from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, r
 from ti_slurm.errors import SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
+from ti_slurm.job.net import port_is_free
 from ti_slurm.job.node import write_atomic
 from ti_slurm.job.paths import JobPaths
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import alive, start_group, start_time
 from ti_slurm.job.states import JobState
-
-
-def port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` on every address right now (IPv4 and, where there is one, IPv6).
-
-    Servers such as torch's TCPStore bind the wildcard address, which fails when
-    anything holds the port on any address.
-    """
-    import socket
-
-    try:
-        sock = socket.socket(socket.AF_INET6)
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # one bind covers IPv4 too
-        address: tuple[str, int] = ("::", port)
-    except OSError:  # no IPv6 on this machine
-        sock, address = socket.socket(), ("0.0.0.0", port)
-    with sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError:
-            return False
-    return True
 
 
 def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64) -> int:

@@ -53,30 +53,6 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
     write_atomic(os.path.join(paths.agent_dir, "ti-slurm-ssh"), agent, 0o755)
 
 
-def port_accepts(addr: str, port: int, timeout: float) -> bool:
-    """Whether ``addr:port`` accepts a TCP connection now (within ``timeout`` seconds)."""
-    import socket
-
-    try:
-        with socket.create_connection((addr, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def wait_for_port(addr: str, port: int, timeout: float) -> bool:
-    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        if port_accepts(addr, port, min(2.0, timeout)):
-            return True
-        if time.monotonic() + delay > deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 1.0)
-
-
 def record_exit(
     job_dir: str, plan: JobPlan, component: int, index: int, node: str, code: int, started: float, error: str = ""
 ) -> None:

@@ -39,7 +39,7 @@ class MasterWatch:
         self.done = False
 
     def __call__(self) -> int | None:
-        from ti_slurm.job.node import port_accepts
+        from ti_slurm.job.net import port_accepts
 
         if self.done:
             return None

@@ -100,7 +100,7 @@ class Ray(Mode):
         """
         import shutil
 
-        from ti_slurm.job.node import wait_for_port
+        from ti_slurm.job.net import wait_for_port
         from ti_slurm.job.process import start_group, terminate
 
         plan, env = run.plan, run.env
