@@ -97,10 +97,14 @@ def shared_text(key: str, max_age: float, ask: Callable[[], str] | None) -> str 
 
 def store_text(key: str, text: str) -> None:
     """Cache ``text`` as the current answer for ``key`` (see :func:`shared_text`)."""
-    path = os.path.join(cache_dir(), f"{key}.json")
+    _store(os.path.join(cache_dir(), f"{key}.json"), {"time": time.time(), "text": text})
+
+
+def _store(path: str, answer: dict[str, object]) -> None:
+    """Write a shared answer whole (readers never see half of one)."""
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"time": time.time(), "text": text}, fh)
+        json.dump(answer, fh)
     os.replace(tmp, path)
 
 
@@ -115,10 +119,7 @@ def _read(path: str) -> tuple[float, dict[str, JobInfo]]:
 
 
 def _write(path: str, taken: float, queued: dict[str, JobInfo]) -> None:
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"time": taken, "jobs": {k: asdict(v) for k, v in queued.items()}}, fh)
-    os.replace(tmp, path)
+    _store(path, {"time": taken, "jobs": {k: asdict(v) for k, v in queued.items()}})
 
 
 # -- jobs that can never start ----------------------------------------------------

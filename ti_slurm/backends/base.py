@@ -82,8 +82,5 @@ def read_local_bytes(path: str, offset: int = 0) -> bytes | None:
 
 def read_local_text(path: str) -> str | None:
     """A job file on this machine (or its shared filesystem); ``None`` when absent."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
+    data = read_local_bytes(path)
+    return None if data is None else data.decode(errors="replace")

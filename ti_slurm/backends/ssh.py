@@ -56,6 +56,8 @@ import paramiko  # noqa: E402
 
 from ti_slurm.backends.base import JobInfo  # noqa: E402
 from ti_slurm.backends.slurm import (  # noqa: E402
+    KEPT,
+    LEAKING_PREFIXES,
     SINFO_FORMAT,
     SlurmBackend,
     checked_stdout,
@@ -68,6 +70,8 @@ from ti_slurm.job.plan import JobPlan  # noqa: E402
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
 SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
+LEAKING = "|".join(LEAKING_PREFIXES)  # job_environment's rule, as the remote shell's grep patterns
+KEPT_HERE = "|".join(sorted(KEPT))
 OUTPUT_GRACE = 2.0  # seconds to keep reading after the exit status, until the server closes the channel
 CONNECT_TIMEOUT = float(os.environ.get("TI_SLURM_SSH_TIMEOUT", "10"))  # connect, banner and auth
 _NOT_FOUND = re.compile(r"(?:^|[\s:])([\w.+-]+): (?:command )?not found")
@@ -341,8 +345,8 @@ class SSHSession:
         return code, bytes(out), text_err
 
     def read_text(self, path: str) -> str | None:
-        res = self.run(["cat", "--", path])
-        return res.stdout if res.returncode == 0 else None
+        data = self.read_bytes(path)
+        return None if data is None else data.decode(errors="replace")
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
         """The bytes of ``path`` from ``offset`` on (``tail -c +N``: only what was appended travels)."""
@@ -462,8 +466,7 @@ class SSHBackend(SlurmBackend):
         """
         script = (
             # the login's own SLURM_*, SBATCH_*... would reach the job through sbatch (SLURM_CONF stays)
-            "for v in $( (env | cut -d= -f1 | grep -E '^(SLURM|SBATCH|SRUN|SALLOC|PMIX|PMI)_' | grep -vx SLURM_CONF)"
-            " 2>/dev/null);"
+            f"for v in $( (env | cut -d= -f1 | grep -E '^({LEAKING})' | grep -vxE '{KEPT_HERE}') 2>/dev/null);"
             ' do unset "$v"; done; '
             'sinfo -h -o "$1" 2>/dev/null; echo "$2"; shift 2; IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
         )
