@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from ti_slurm.errors import SpecError
 from ti_slurm.job.contract import MAX_ENV_STRING
@@ -37,6 +38,7 @@ def make_plan(
         rendezvous_timeout=spec.rendezvous_timeout or site.rendezvous_timeout,
         preflight=spec.preflight not in (False, "off"),
         preflight_allreduce=isinstance(spec.preflight, PreflightSpec) and spec.preflight.allreduce,
+        **restart_fields(spec),
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,
@@ -47,6 +49,20 @@ def make_plan(
         sbatch=dict(spec.sbatch),
         submission=submission,
     )
+
+
+def restart_fields(spec: JobSpec) -> dict[str, Any]:
+    """The plan's fields for surviving interruptions: restart, signal, watchdog, checkpoint directory."""
+    signal = spec.checkpoint_signal()
+    restart = spec.restart
+    return {
+        "restart_max": restart.max if restart else 0,
+        "restart_on": tuple(dict.fromkeys(restart.on)) if restart else (),
+        "checkpoint_signal": signal.name if signal else "",
+        "signal_before": signal.before if signal else 0,
+        "watchdog_silence": spec.watchdog.silence if spec.watchdog else 0,
+        "checkpoint_dir": spec.checkpoint_dir or "",
+    }
 
 
 def check_env_bounds(plan: JobPlan) -> None:
@@ -88,6 +104,8 @@ def plan_job(
     else:
         workdir = os.path.abspath(spec.workdir or os.getcwd())
         updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": workdir}
+        if spec.checkpoint_dir:
+            updates["checkpoint_dir"] = os.path.join(workdir, spec.checkpoint_dir)
         if not os.path.isdir(workdir):
             raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
         site = site or load_site_config()

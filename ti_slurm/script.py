@@ -61,11 +61,25 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
         value = getattr(plan, name)
         if value:
             opt(name, value)
+    lines += _restart_lines(plan, first)
     for name, value in sorted(plan.sbatch.items()):
         if value is True:
             lines.append(f"--{name}")
         elif value is not False:
             opt(name, value)
+    return lines
+
+
+def _restart_lines(plan: JobPlan, first: bool) -> list[str]:
+    """Options for surviving interruptions: every component is requeueable, the first gets the signal."""
+    lines = []
+    # B: the batch step only; the supervisor passes the signal on to every node's command
+    if plan.checkpoint_signal and first:
+        lines.append(f"--signal={sbatch_value(f'B:{plan.checkpoint_signal}@{plan.signal_before}')}")
+    if plan.restart_max > 0:
+        lines.append("--requeue")  # preemption and node failure requeue it; the supervisor requeues the rest
+    if plan.restart_max > 0 and first:
+        lines.append(f"--open-mode={sbatch_value('append')}")  # each attempt's output after the last one's
     return lines
 
 

@@ -92,6 +92,48 @@ class PreflightSpec(_Strict):
     allreduce: bool = False
 
 
+# signals a command may be given to checkpoint: not those that stop a job (TERM, INT, HUP, KILL) or that
+# Slurm and the shell use themselves (CONT, STOP, ALRM, CHLD)
+CHECKPOINT_SIGNALS = ("USR1", "USR2", "URG", "WINCH", "PWR", "XCPU", "IO", "VTALRM", "PROF")
+DEFAULT_SIGNAL = "USR2"  # not USR1, which NCCL and others already catch
+DEFAULT_SIGNAL_BEFORE = 120
+
+
+RestartCause = Literal["preempt", "timeout", "node_fail", "failure", "hang"]
+DEFAULT_RESTART_ON: tuple[RestartCause, ...] = ("preempt", "timeout", "node_fail")
+
+
+class RestartSpec(_Strict):
+    """``restart: {max: 3, on: [preempt, timeout, node_fail]}``: requeue the job under the same id."""
+
+    max: int = Field(default=3, ge=0, le=1000)
+    on: list[RestartCause] = Field(default_factory=lambda: list(DEFAULT_RESTART_ON), min_length=1)
+
+
+class SignalSpec(_Strict):
+    """``signal: {name: USR2, before: 120}``: every node's command gets it this long before the time limit."""
+
+    name: str = DEFAULT_SIGNAL
+    before: int = Field(default=DEFAULT_SIGNAL_BEFORE, ge=10, le=86400)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        name = v.upper().removeprefix("SIG")
+        if name not in CHECKPOINT_SIGNALS:
+            raise ValueError(
+                f"expected one of {', '.join(CHECKPOINT_SIGNALS)}; TERM, INT and HUP stop a job, "
+                "KILL, STOP, CONT, ALRM and CHLD cannot be caught or are Slurm's own"
+            )
+        return name
+
+
+class WatchdogSpec(_Strict):
+    """``watchdog: {silence: 900}``: a node whose command prints nothing (and touches no heartbeat) is hung."""
+
+    silence: int = Field(ge=10, le=7 * 86400)
+
+
 class RemoteSpec(_Strict):
     """Where ``--host`` submission goes by default (see the README)."""
 
@@ -135,6 +177,11 @@ class JobSpec(_Strict):
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     # each node checks names, ports, GPUs and RDMA before the command; YAML reads `off` as false
     preflight: bool | Literal["on", "off"] | PreflightSpec = True
+    # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
+    restart: RestartSpec | None = None
+    signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit
+    watchdog: WatchdogSpec | None = None
+    checkpoint_dir: str | None = None  # TI_SLURM_CHECKPOINT_DIR; default: <job dir>/checkpoint
     remote: RemoteSpec | None = None
 
     @field_validator("name")
@@ -173,7 +220,7 @@ class JobSpec(_Strict):
     def _time(cls, v: str | None) -> str | None:
         return _matching(_TIME, v, "expected a Slurm time limit: MM, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED")
 
-    @field_validator("output_dir", "workdir", "python")
+    @field_validator("output_dir", "workdir", "python", "checkpoint_dir")
     @classmethod
     def _path(cls, v: str | None) -> str | None:
         if v is None:
@@ -216,10 +263,25 @@ class JobSpec(_Strict):
         if mode.role_fields and self.nodes is not None:
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
         mode.check_spec(self)
+        self._signal_fits_time()
         for where, cpus in self.cpu_counts():
             if cpus != int(cpus):
                 raise SpecError(where, cpus, "Slurm allocates whole CPUs; use an integer")
         return self
+
+    def _signal_fits_time(self) -> None:
+        limit = time_limit_seconds(self.time)
+        signal = self.checkpoint_signal()
+        if limit is not None and signal is not None and signal.before >= limit:
+            raise SpecError(
+                "signal.before", signal.before, f"is not less than the time limit ({self.time} = {limit} s)"
+            )
+
+    def checkpoint_signal(self) -> SignalSpec | None:
+        """The signal the nodes get before the time limit: the spec's, USR2 when only ``restart`` is set."""
+        if self.signal is not None:
+            return self.signal
+        return SignalSpec() if self.restart is not None and self.restart.max > 0 else None
 
     def cpu_counts(self) -> list[tuple[str, float]]:
         """Every CPU count in the spec, with the field it is in."""
@@ -232,6 +294,24 @@ class JobSpec(_Strict):
             if part.cpus_per_node is not None:
                 counts.append((f"worker_groups.{i}.cpus_per_node", part.cpus_per_node))
         return counts
+
+
+def time_limit_seconds(text: str | None) -> int | None:
+    """A Slurm time limit in seconds (``None``: none given, or UNLIMITED)."""
+    if text is None or text.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        parts += [0] * (3 - len(parts))
+        hours, minutes, seconds = parts
+    elif len(parts) == 1:  # MM
+        hours, minutes, seconds = 0, parts[0], 0
+    elif len(parts) == 2:  # MM:SS
+        hours, (minutes, seconds) = 0, parts
+    else:
+        hours, minutes, seconds = parts
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 MAX_DEPTH = 16  # a spec nests three levels; anything far deeper is not a spec

@@ -35,6 +35,21 @@ class ComponentStatus:
 
 
 @dataclass
+class AttemptStatus:
+    """One attempt of a job that may be requeued: when it ran, how it ended, and whether it went on."""
+
+    attempt: int  # Slurm's restart count: 0 for the first
+    started: float | None = None
+    ended: float | None = None
+    state: str = "RUNNING"  # how it ended: COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED NODE_FAIL
+    cause: str = ""  # preempt | timeout | node_fail | failure | hang ("" when none of these)
+    reason: str = ""
+    requeued: bool = False
+    nodes: list[str] = field(default_factory=list)
+    lost_nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class JobStatus:
     """A job's state, its components, and the node that failed it (``status --json`` prints this)."""
 
@@ -45,7 +60,8 @@ class JobStatus:
     mode: str = ""
     job_dir: str = ""
     failed: dict[str, Any] = field(default_factory=dict)
-    components: list[ComponentStatus] = field(default_factory=list)
+    components: list[ComponentStatus] = field(default_factory=list)  # of the latest attempt
+    attempts: list[AttemptStatus] = field(default_factory=list)
 
     @property
     def settled(self) -> bool:
@@ -76,8 +92,10 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     """Combine the job's events and its queue entry (``None`` when no longer queued).
 
     Events of another submission (an earlier job with the same id) are ignored.
+    A requeued job's events hold every attempt; the components are the latest's.
     """
     status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
+    requeued: AttemptStatus | None = None  # the latest attempt ended, and the job goes on
     for ev in own_events(job, events):
         kind = ev.get("event")
         if kind == "start":
@@ -87,7 +105,10 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                 for c in ev.get("components") or []
                 if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
             ]
-            status.state = JobState.RUNNING
+            status.state, status.reason, status.failed, requeued = JobState.RUNNING, "", {}, None
+            attempt = _attempt(status, ev)
+            attempt.started = _number(ev.get("time"))
+            attempt.nodes = [n for c in status.components for n in c.nodes]
         elif kind == "step-exit":
             for comp in status.components:
                 if comp.name == ev.get("component"):
@@ -96,10 +117,22 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                     comp.node_exits.extend(r for r in ev.get("records") or [] if isinstance(r, dict))
                     comp.state = "STOPPED" if ev.get("stopped") else ("COMPLETED" if code == 0 else "FAILED")
         elif kind == "end":
-            status.state = JobState.from_slurm(str(ev.get("state", "")))
-            status.reason = str(ev.get("reason", ""))
+            state = JobState.from_slurm(str(ev.get("state", "")))
+            attempt = _attempt(status, ev)
+            attempt.ended, attempt.state = _number(ev.get("time")), state.value
+            attempt.cause, attempt.reason = str(ev.get("cause") or ""), str(ev.get("reason", ""))
+            attempt.requeued = ev.get("requeue") is True
+            lost = ev.get("lost_nodes")
+            attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
             failed = ev.get("failed")
             status.failed = failed if isinstance(failed, dict) else {}
+            requeued = attempt if attempt.requeued else None
+            status.state = JobState.PENDING if requeued else state
+            status.reason = attempt.reason
+            if not requeued and len(status.attempts) > 1:
+                status.reason += f" (after {len(status.attempts)} attempts)"
+    if requeued is not None:
+        return _requeued_status(status, requeued, queued)
     if not status.state.is_terminal:
         if queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it
             status.state = queued.state
@@ -119,14 +152,44 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     return status
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _attempt(status: JobStatus, ev: dict[str, Any]) -> AttemptStatus:
+    """The attempt an event belongs to (events before attempts were recorded belong to attempt 0)."""
+    number = ev.get("attempt")
+    number = number if isinstance(number, int) else 0
+    if not status.attempts or status.attempts[-1].attempt != number:
+        status.attempts.append(AttemptStatus(number))
+    return status.attempts[-1]
+
+
+def _requeued_status(status: JobStatus, last: AttemptStatus, queued: JobInfo | None) -> JobStatus:
+    """A job whose latest attempt ended requeued: pending (or starting) again, as the queue says."""
+    why = f"requeued after {last.state}: {last.reason}"
+    if queued is None:
+        status.state = JobState.UNKNOWN
+        status.reason = f"{why}; no longer in the queue"
+    elif queued.state.is_terminal:
+        status.state = queued.state
+        status.reason = f"{why}; then Slurm ended it ({queued.state}{', ' + queued.reason if queued.reason else ''})"
+    else:
+        status.state = queued.state if queued.state is not JobState.UNKNOWN else JobState.PENDING
+        status.reason = why if status.state is not JobState.PENDING else f"{why}; waiting ({queued.reason or 'queued'})"
+    return status
+
+
 def own_events(job: JobInfo, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events of this submission (an earlier job with the same id wrote the others)."""
     return [ev for ev in events if ev.get("submission") == job.submission] if job.submission else events
 
 
 def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:
-    """Whether the job's own record has its final event (then the queue need not be asked)."""
-    return any(ev.get("event") == "end" for ev in own_events(job, events))
+    """Whether the job's own record has its final event (then the queue need not be asked):
+    an ``end`` that was not requeued, with no attempt after it."""
+    mine = [ev for ev in own_events(job, events) if ev.get("event") in ("start", "end")]
+    return bool(mine) and mine[-1].get("event") == "end" and mine[-1].get("requeue") is not True
 
 
 def progress_line(status: JobStatus) -> str:
@@ -148,6 +211,12 @@ def format_status(status: JobStatus) -> str:
     if status.reason:
         head += f"  ({status.reason})"
     lines = [head]
+    if len(status.attempts) > 1 or any(a.requeued for a in status.attempts):
+        lines.append(f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason")
+        for a in status.attempts:
+            end = a.state if a.ended else "RUNNING"
+            end += " -> requeued" if a.requeued else ""
+            lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")
         for comp in status.components:
@@ -160,3 +229,9 @@ def format_status(status: JobStatus) -> str:
                         f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"
                     )
     return "\n".join(lines)
+
+
+def _clock(when: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "-"

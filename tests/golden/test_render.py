@@ -54,6 +54,16 @@ SPECS: dict[str, dict[str, object]] = {
         "head": {"cpus_per_node": 2},
         "worker_groups": [{"nodes": 1, "cpus_per_node": 2}, {"nodes": 1, "cpus_per_node": 2, "gpus_per_node": 1}],
     },
+    "restart": {
+        "mode": "ps-worker",
+        "command": "python train.py",
+        "ps": {"nodes": 1},
+        "worker": {"nodes": 2},
+        "time": "4:00:00",
+        "restart": {"max": 3, "on": ["preempt", "timeout", "failure"]},
+        "signal": {"name": "SIGUSR1", "before": 300},
+        "watchdog": {"silence": 600},
+    },
     "hostile": {
         "name": "x",
         "mode": "ddp",

@@ -13,6 +13,8 @@ address (the local runner uses 127.0.0.1).
 
 from __future__ import annotations
 
+import os
+
 from ti_slurm.errors import ContractError
 from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
@@ -270,10 +272,14 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     contract_env = common_env(ctx)
     contract_env.update(mode.node_env(ctx))
     contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
+    contract_env.update(restart_env(ctx, env))
     check_env_sizes(contract_env)
+    defaults = rdma_env(plan, component, layout.partitions[component])
+    if plan.watchdog_silence:  # output reaches the log as printed; a hung Python dumps its stacks on SIGABRT
+        defaults.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     return NodeContract(
         env=contract_env,
-        defaults=rdma_env(plan, component, layout.partitions[component]),
+        defaults=defaults,
         hostfile=mode.hostfile(ctx),
         node=ctx.name,
         index=index,
@@ -307,6 +313,27 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
         "TI_SLURM_JOB_DIR": ctx.job_dir,
         "TI_SLURM_COMPONENT": component,
         "TI_SLURM_GROUP": component,  # the name before TI_SLURM_COMPONENT; kept for scripts that read it
+    }
+
+
+def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
+    """TI_SLURM_CHECKPOINT_DIR: the spec's directory (relative to the workdir), else ``<job dir>/checkpoint``."""
+    from ti_slurm.job.paths import JobPaths
+
+    if not plan.checkpoint_dir:
+        return JobPaths(job_dir).checkpoint_dir
+    return os.path.join(plan.workdir or os.getcwd(), plan.checkpoint_dir)
+
+
+def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
+    """The checkpoint contract: which attempt this is, where checkpoints survive, the heartbeat file."""
+    from ti_slurm.job.paths import JobPaths
+
+    count = env.get("SLURM_RESTART_COUNT", "0")
+    return {
+        "TI_SLURM_RESTART_COUNT": count if is_number(count) else "0",
+        "TI_SLURM_CHECKPOINT_DIR": checkpoint_dir(ctx.plan, ctx.job_dir),
+        "TI_SLURM_HEARTBEAT_FILE": JobPaths(ctx.job_dir).heartbeat(ctx.plan.components[ctx.component].name, ctx.index),
     }
 
 

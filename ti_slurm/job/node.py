@@ -95,12 +95,35 @@ class NodeRun(Record):
         """Run ``command`` (default: this component's start command), record its exit code, return it.
 
         ``guard`` may stop the command early (see :func:`ti_slurm.job.process.run_command`).
+        The user's start command also gets the checkpoint signal, and the watchdog
+        watches it where the mode's rule requires its success; a runtime the mode
+        starts instead (Ray's worker daemons) gets neither.
         """
+        from ti_slurm.job.watch import NodeWatch
+
         plan = self.plan
+        users = command is None
         command = command or plan.command_of(self.component)
-        code = run_command(command, self.env, plan.workdir, plan.stop_grace, guard)
-        self.record(code)
+        required = get_mode(plan.mode).rule.is_required(plan.components[self.component].name)
+        watch = NodeWatch(self, watch_silence=users and required)
+
+        def guard_all(pid: int) -> int | None:
+            forced = watch.tick(pid)
+            return guard() if forced is None and guard is not None else forced
+
+        forward = checkpoint_signals(plan) if users else ()
+        code = run_command(command, self.env, plan.workdir, plan.stop_grace, guard_all, forward)
+        self.record(code, watch.error)
         return code
+
+
+def checkpoint_signals(plan: JobPlan) -> tuple[int, ...]:
+    """The plan's checkpoint signal, as a number (none when the spec asks for none)."""
+    if not plan.checkpoint_signal:
+        return ()
+    import signal
+
+    return (int(getattr(signal, f"SIG{plan.checkpoint_signal}")),)
 
 
 def prepare_node(
@@ -109,6 +132,9 @@ def prepare_node(
     """This node's contract, its files written, and the command's full environment."""
     os.makedirs(job_dir, exist_ok=True)
     contract = node_contract(plan, environ, component, job_dir)
+    for key in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_HEARTBEAT_FILE"):
+        path = contract.env[key]
+        os.makedirs(path if key == "TI_SLURM_CHECKPOINT_DIR" else os.path.dirname(path), exist_ok=True)
     prepare_files(plan, contract, job_dir)
     return contract, apply(contract, environ, plan.env)
 
@@ -117,6 +143,10 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
     """Serve this node's share of the job; return the exit code to report."""
     environ = os.environ if environ is None else environ
     started = time.time()
+    if plan.checkpoint_signal:  # it may come before the command starts: then the command gets it as it starts
+        from ti_slurm.job.process import remember_signals
+
+        remember_signals(checkpoint_signals(plan))
     contract, env = prepare_node(plan, component, job_dir, environ)
     run = NodeRun(plan, component, contract, env, job_dir, started)
     if plan.preflight:

@@ -8,6 +8,9 @@ node and the submitting machine share::
     nodes/<component>.<n>.json  each node's own exit record (the supervisor judges by these)
     logs/<component>-<n>.log    each node's output
     addresses                   every node's address, resolved once (by the supervisor) for all nodes
+    checkpoint/                 TI_SLURM_CHECKPOINT_DIR unless the spec names another: kept across requeues
+    heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
+    attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
     supervisor.log, .pid        the local backend's supervisor process
@@ -72,6 +75,18 @@ class JobPaths(Record):
     def addresses(self) -> str:
         """``<name> <address>`` lines: one resolution of every node's name, shared by all nodes."""
         return self._in("addresses")
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self._in("checkpoint")
+
+    def heartbeat(self, component: str, n: object) -> str:
+        """The file the n-th node's command may touch to show it is alive."""
+        return self._in("heartbeat", node_label(component, n))
+
+    def attempt(self, k: int) -> JobPaths:
+        """The files of earlier attempt ``k`` (its ``logs`` and ``nodes``), moved aside when the job restarted."""
+        return JobPaths(self._in("attempts", str(k)))
 
     @property
     def hostfile(self) -> str:

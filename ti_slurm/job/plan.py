@@ -57,6 +57,13 @@ class JobPlan(Record):
     preflight_allreduce: bool = False  # ... and then takes part in a tiny collective across every node
     sysfs_root: str = "/sys"  # where the preflight reads InfiniBand ports ("{node}": the node's name)
     stop_grace: int = 10
+    # surviving interruptions: requeues allowed, and for which causes (preempt timeout node_fail failure hang)
+    restart_max: int = 0
+    restart_on: tuple[str, ...] = ()
+    checkpoint_signal: str = ""  # e.g. "USR2": every node's command gets it signal_before s before the limit
+    signal_before: int = 0
+    watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
+    checkpoint_dir: str = ""  # TI_SLURM_CHECKPOINT_DIR ("": <job dir>/checkpoint)
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
     python: str = sys.executable
@@ -96,4 +103,5 @@ class JobPlan(Record):
         data["components"] = tuple(Component(**c) for c in data["components"])
         data["rdma_partitions"] = tuple(data["rdma_partitions"])
         data["port_range"] = tuple(data["port_range"])
+        data["restart_on"] = tuple(data.get("restart_on", ()))
         return cls(**data)

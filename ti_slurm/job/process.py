@@ -81,15 +81,19 @@ def run_command(
     env: Mapping[str, str],
     workdir: str | None,
     grace: float,
-    guard: Callable[[], int | None] | None = None,
+    guard: Callable[[int], int | None] | None = None,
+    forward: Sequence[int] = (),
 ) -> int:
     """Run ``bash -c command`` in its own process group and return its exit code.
 
     SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
-    ``grace`` seconds later, or once the command has exited, is killed.
-    ``guard``, called about twice a second while the command runs, may end it:
-    when it returns an exit code, the group is stopped the same way and that
-    code is returned.
+    ``grace`` seconds later, or once the command has exited, is killed. The
+    signals in ``forward`` (the checkpoint signal) are passed on to the group
+    and nothing else; one that arrived before the command started (see
+    :func:`remember_signals`) is passed on as it starts.
+    ``guard``, called about twice a second with the command's pid (its process
+    group) while it runs, may end it: when it returns an exit code, the group
+    is stopped the same way and that code is returned.
     """
     import signal
     import subprocess
@@ -98,17 +102,25 @@ def run_command(
     kill_at: float | None = None
     forced: int | None = None
 
+    def pass_on(signum: int, frame: FrameType | None) -> None:
+        signal_group(proc.pid, signum)
+
+    for signum in forward:
+        signal.signal(signum, pass_on)
+        if signum in _early_signals:
+            signal_group(proc.pid, signum)
+
     def stop(signum: int) -> None:
         nonlocal kill_at
         signal_group(proc.pid, signum)
         if kill_at is None:
             kill_at = time.monotonic() + grace
 
-    def forward(signum: int, frame: FrameType | None) -> None:
+    def stop_on(signum: int, frame: FrameType | None) -> None:
         stop(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, forward)
+        signal.signal(sig, stop_on)
     try:
         while True:
             try:
@@ -118,12 +130,26 @@ def run_command(
                 if kill_at is not None and time.monotonic() > kill_at:
                     signal_group(proc.pid, signal.SIGKILL)
                 if guard is not None and forced is None:
-                    forced = guard()
+                    forced = guard(proc.pid)
                     if forced is not None:
                         stop(signal.SIGTERM)
     finally:
         signal_group(proc.pid, signal.SIGKILL)  # nothing of the command outlives it
     return exit_code(code) if forced is None else forced
+
+
+_early_signals: set[int] = set()
+
+
+def remember_signals(signals: Sequence[int]) -> None:
+    """Until a command starts, note these signals instead of dying of them (their default action)."""
+    import signal
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        _early_signals.add(signum)
+
+    for signum in signals:
+        signal.signal(signum, note)
 
 
 def terminate(proc: subprocess.Popen[bytes], grace: float, *, group: bool) -> None:

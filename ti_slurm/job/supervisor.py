@@ -18,8 +18,19 @@ workers) are stopped and the job succeeds; a background component that exits
 before then fails the job.
 
 ``<job dir>/status.jsonl`` gets one JSON line per event as it happens:
-``start``, ``step-exit`` and ``end``. The per-node records that the step
-wrapper writes in ``<job dir>/nodes/`` name the failing node.
+``start``, ``step-exit``, ``signal`` (the checkpoint signal came), ``alive``
+and ``end``; every event names its ``attempt`` (Slurm's restart count), and a
+requeued job's next attempt appends to the same file. The per-node records
+that the step wrapper writes in ``<job dir>/nodes/`` name the failing node.
+
+Surviving interruptions (the spec's ``restart``, ``signal`` and ``watchdog``;
+see :mod:`ti_slurm.job.restart`): on the checkpoint signal the supervisor
+passes it to every node's command, lets the commands save and exit (until just
+before the time limit or the preemption's end), then ends the attempt as
+TIMEOUT or PREEMPTED. An attempt that failed, hung or lost a node ends the
+same way. Each such end is recorded with its cause and, when ``restart.on``
+lists the cause and requeues are left, the job is requeued from here, under
+the same id, away from the lost nodes.
 """
 
 from __future__ import annotations
@@ -42,12 +53,15 @@ from ti_slurm.job.modes import get_mode
 from ti_slurm.job.paths import JobPaths
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import exit_code, start_group, terminate
+from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, should_requeue
 from ti_slurm.job.states import JobState
+from ti_slurm.job.watch import LOST_AFTER, mtime, step_alive_file
 
 POLL_SECONDS = 0.1
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
 ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
 CANCEL_SETTLE = 2.0  # seconds a step killed by a signal waits for the supervisor's own cancel signal
+REQUEUE_MARGIN = 10.0  # seconds before the time limit (after stopping the steps) the requeue is asked for
 
 
 @dataclass
@@ -71,12 +85,18 @@ class Launcher(Protocol):
     record_before_stop_on_cancel: bool
     # Are node names resolved to addresses (Slurm), or is every node this machine (the local runner)?
     resolves_names: bool
+    # Which attempt this is (Slurm's restart count), and Slurm's commands to requeue it (None: cannot).
+    restart_count: int
+    control: SlurmControl | None
 
     def node_names(self, component: int) -> list[str]: ...
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]: ...
 
     def stop(self, launch: Launch, grace: float) -> None: ...
+
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        """Deliver ``signum`` to every node ``launch`` serves (each node's step passes it to its command)."""
 
 
 def node_command(plan: JobPlan, component: int, job_dir: str) -> list[str]:
@@ -93,6 +113,9 @@ class SlurmLauncher:
     def __init__(self, job_dir: str, environ: dict[str, str] | None = None) -> None:
         self.job_dir = job_dir
         self.environ = dict(os.environ if environ is None else environ)
+        count = self.environ.get("SLURM_RESTART_COUNT", "0")
+        self.restart_count = int(count) if count.isdigit() else 0
+        self.control: SlurmControl | None = SlurmControl(self.environ)
 
     def node_names(self, component: int) -> list[str]:
         text = self.environ.get(f"SLURM_JOB_NODELIST_HET_GROUP_{component}") or self.environ.get(
@@ -130,12 +153,18 @@ class SlurmLauncher:
         # srun forwards SIGTERM to the step's tasks; each node's step stops its command.
         terminate(launch.proc, grace + 5, group=False)
 
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        if launch.proc.poll() is None:
+            launch.proc.send_signal(signum)  # srun passes it to every task of its step
+
 
 class LocalLauncher:
     """On this machine: one process per simulated node, all at 127.0.0.1."""
 
     record_before_stop_on_cancel = False
     resolves_names = False
+    restart_count = 0
+    control: SlurmControl | None = None  # a local run is not requeued
 
     def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
         self.job_dir, self.job_id = job_dir, job_id
@@ -178,14 +207,22 @@ class LocalLauncher:
     def stop(self, launch: Launch, grace: float) -> None:
         terminate(launch.proc, grace + 5, group=True)
 
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        if launch.proc.poll() is None:
+            os.kill(launch.proc.pid, signum)  # the node's step, which passes it to its command
+
 
 @dataclass
 class Outcome:
     """How a job ended."""
 
-    state: JobState  # COMPLETED | FAILED | CANCELLED
+    state: JobState  # COMPLETED | FAILED | CANCELLED | TIMEOUT | PREEMPTED | NODE_FAIL
     reason: str = ""
     failed: dict[str, object] = field(default_factory=dict)
+    cause: str = ""  # why an interrupted attempt ended: preempt | timeout | node_fail | failure | hang
+    lost_nodes: list[str] = field(default_factory=list)
+    requeue: bool = False  # the job goes on in a next attempt
+    requeued_by_slurm: bool = False  # ... which Slurm has already queued (preemption, node failure)
 
     @property
     def exit_code(self) -> int:
@@ -206,13 +243,34 @@ class Supervisor:
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
         self.launches: list[Launch] = []
         self._cancel_signal: int | None = None
+        self._checkpoint_signal: int | None = None
+        self.attempt = launcher.restart_count
+        self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
+        self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
 
     # -- status file ---------------------------------------------------
     def event(self, kind: str, **data: object) -> None:
-        record = {"event": kind, "time": round(time.time(), 3), "submission": self.plan.submission, **data}
-        mode = "w" if kind == "start" else "a"  # a requeued job (same id) starts a fresh record
-        with open(self.paths.status, mode, encoding="utf-8") as fh:
+        record = {"event": kind, "time": round(time.time(), 3), "submission": self.plan.submission}
+        record |= {"attempt": self.attempt, **data}
+        with open(self.paths.status, "a", encoding="utf-8") as fh:  # a requeued attempt adds to the record
             fh.write(json.dumps(record) + "\n")
+
+    def earlier_events(self) -> list[dict[str, object]]:
+        """This submission's events so far (earlier attempts of a requeued job)."""
+        try:
+            with open(self.paths.status, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            return []
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("submission") == self.plan.submission:
+                events.append(event)
+        return events
 
     def node_records(self) -> list[dict[str, object]]:
         folder = self.paths.nodes_dir
@@ -335,41 +393,261 @@ class Supervisor:
 
     def run(self) -> Outcome:
         os.makedirs(self.paths.root, exist_ok=True)
-        shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # records of an earlier run
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
+        earlier = self.close_earlier_attempt()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
+        if self.plan.checkpoint_signal:
+            signal.signal(getattr(signal, f"SIG{self.plan.checkpoint_signal}"), self._on_checkpoint_signal)
         try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
-            self.share_addresses()
-            for c, nodes in self.launch_plan():
-                self.launches.extend(self.launcher.start(self.plan, c, nodes))
-            components = [
-                {"name": comp.name, "nodes": self.launcher.node_names(c)} for c, comp in enumerate(self.plan.components)
-            ]
-            self.event("start", mode=self.plan.mode, components=components)
-            self.say(f"started {len(self.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
-            outcome = self._loop()
+            refused = self.restart_refused(earlier)
+            if refused is not None:
+                outcome = refused
+            else:
+                if self.plan.restart_max and self.attempt >= self.plan.restart_max and self.launcher.control:
+                    self.launcher.control.disable_requeue()  # the last attempt: preemption ends the job now
+                self.share_addresses()
+                for c, nodes in self.launch_plan():
+                    self.launches.extend(self.launcher.start(self.plan, c, nodes))
+                components = [
+                    {"name": comp.name, "nodes": self.launcher.node_names(c)}
+                    for c, comp in enumerate(self.plan.components)
+                ]
+                self.event("start", mode=self.plan.mode, components=components)
+                self.say(f"started {len(self.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
+                outcome = self._loop()
+                if outcome.state is JobState.FAILED and not outcome.cause:
+                    outcome = self.failure_cause(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
-        record_first = outcome.state is JobState.CANCELLED and self.launcher.record_before_stop_on_cancel
+        self.decide_requeue(outcome)
+        record_first = self.launcher.record_before_stop_on_cancel and (
+            outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
+        )
         if not record_first:
             self.stop_running()
-        try:
-            self.event("end", state=outcome.state.value, reason=outcome.reason, failed=outcome.failed)
-        except OSError as exc:  # the outcome still reaches the job's output (and the exit code)
-            self.say(f"cannot record the job's end in {self.paths.status}: {exc.strerror}")
+        self.record_end(outcome)
+        if outcome.requeue:
+            self.requeue(outcome)
         if record_first:
             self.stop_running()
-        self.say(f"{outcome.state}: {outcome.reason}")
+        self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
+        return outcome
+
+    def record_end(self, outcome: Outcome) -> None:
+        extra: dict[str, object] = {"cause": outcome.cause, "requeue": outcome.requeue} if outcome.cause else {}
+        if outcome.lost_nodes:
+            extra["lost_nodes"] = outcome.lost_nodes
+        try:
+            self.event("end", state=outcome.state.value, reason=outcome.reason, failed=outcome.failed, **extra)
+        except OSError as exc:  # the outcome still reaches the job's output (and the exit code)
+            self.say(f"cannot record the job's end in {self.paths.status}: {exc.strerror}")
+
+    # -- attempts --------------------------------------------------------
+    def close_earlier_attempt(self) -> dict[str, object] | None:
+        """On a requeued job: keep the earlier attempt's logs and records aside, and its end recorded.
+
+        Returns the earlier attempt's end event (written here when it could not write its own: its
+        batch node was lost, or Slurm killed it), or None on a first attempt.
+        """
+        events = self.earlier_events()
+        starts = [e for e in events if e.get("event") == "start"]
+        if not starts:
+            shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # a first attempt starts clean
+            return None
+        last = starts[-1]
+        k = last.get("attempt", 0)
+        k = k if isinstance(k, int) else 0
+        aside = self.paths.attempt(k)
+        os.makedirs(aside.root, exist_ok=True)
+        for name in ("logs", "nodes"):
+            with contextlib.suppress(OSError):
+                os.replace(os.path.join(self.paths.root, name), os.path.join(aside.root, name))
+        ends = [e for e in events[events.index(last) :] if e.get("event") == "end"]
+        if ends:
+            return ends[-1]
+        components = last.get("components")
+        nodes = [
+            str(n)
+            for c in (components if isinstance(components, list) else [])
+            if isinstance(c, dict)
+            for n in c.get("nodes") or []
+        ]
+        lost = self.launcher.control.unreachable_nodes(nodes) if self.launcher.control else []
+        if lost:
+            state, cause = JobState.NODE_FAIL, "node_fail"
+            reason = f"node(s) {','.join(lost)} lost; Slurm requeued the job"
+        else:
+            state, cause, reason = JobState.FAILED, "", "ended without a final record; Slurm requeued the job"
+        end: dict[str, object] = {
+            "state": state.value,
+            "reason": reason,
+            "cause": cause,
+            "requeue": True,
+            "lost_nodes": lost,
+        }
+        saved, self.attempt = self.attempt, k
+        try:
+            self.event("end", failed={}, **end)
+        finally:
+            self.attempt = saved
+        return end
+
+    def restart_refused(self, earlier: dict[str, object] | None) -> Outcome | None:
+        """Slurm requeued the job for a cause ``restart.on`` does not list: end it here, saying so."""
+        if earlier is None:
+            return None
+        cause = str(earlier.get("cause") or "")
+        if not cause or earlier.get("requeue") is False or cause in self.plan.restart_on:
+            return None
+        return Outcome(
+            CAUSE_STATES.get(cause, JobState.FAILED),
+            f"not restarted: the earlier attempt ended by {cause}, which restart.on does not list "
+            f"({', '.join(self.plan.restart_on) or 'nothing'})",
+        )
+
+    def failure_cause(self, outcome: Outcome) -> Outcome:
+        """Name why a failed attempt failed: a lost node, a hung command, or a command's failure."""
+        records = self.node_records()
+        hung = sorted({str(r.get("node")) for r in records if str(r.get("error", "")).startswith("hung")})
+        lost = self.lost_nodes(records)
+        if lost:
+            outcome.cause, outcome.lost_nodes = "node_fail", lost
+            outcome.state = JobState.NODE_FAIL
+            outcome.reason = f"node(s) {','.join(lost)} lost (its step stopped answering); {outcome.reason}"
+        elif hung:
+            outcome.cause = "hang"
+            outcome.reason = f"HUNG: node(s) {','.join(hung)} printed nothing for {self.plan.watchdog_silence} s"
+        else:
+            outcome.cause = "failure" if outcome.failed else ""
+        return outcome
+
+    def lost_nodes(self, records: list[dict[str, object]]) -> list[str]:
+        """Nodes whose step left no exit record and stopped touching its liveness file (or Slurm says: down)."""
+        recorded = {(r.get("component"), r.get("index")) for r in records}
+        silent: list[str] = []
+        now = time.time()
+        for launch in self.launches:
+            names = self.launcher.node_names(launch.component_index)
+            for i in launch.nodes:
+                if (launch.component, i) in recorded:
+                    continue
+                alive = mtime(step_alive_file(self.paths, launch.component, i))
+                if alive and now - alive > LOST_AFTER and i < len(names):
+                    silent.append(names[i])
+        missing = [
+            names[i]
+            for launch in self.launches
+            for names in [self.launcher.node_names(launch.component_index)]
+            for i in launch.nodes
+            if (launch.component, i) not in recorded and i < len(names)
+        ]
+        down = self.launcher.control.unreachable_nodes(missing) if missing and self.launcher.control else []
+        return sorted(set(silent) | set(down))
+
+    def decide_requeue(self, outcome: Outcome) -> None:
+        """Whether the attempt goes on in a next one (then its end is recorded as requeued)."""
+        if outcome.requeued_by_slurm:
+            outcome.requeue = True
+            return
+        allowed = should_requeue(self.plan, outcome.cause, self.attempt)
+        if allowed and self.launcher.control is None:
+            outcome.reason += "; a local run is not restarted"
+        outcome.requeue = allowed and self.launcher.control is not None
+
+    def requeue(self, outcome: Outcome) -> None:
+        """Requeue this job (Slurm may have already); a refusal ends the job, with Slurm's reason."""
+        assert self.launcher.control is not None
+        exclude = sorted(set(self.lost_across_attempts()) | set(outcome.lost_nodes))
+        refusal = self.launcher.control.requeue(exclude, already=outcome.requeued_by_slurm)
+        if refusal:
+            outcome.requeue = False
+            outcome.reason = f"{outcome.reason}; Slurm refused to requeue the job: {refusal}"
+            self.record_end(outcome)
+
+    def lost_across_attempts(self) -> list[str]:
+        """Every node an earlier attempt lost, and the user's own ``sbatch: {exclude: ...}`` (kept excluded)."""
+        nodes = []
+        for e in self.earlier_events():
+            lost = e.get("lost_nodes") if e.get("event") == "end" else None
+            nodes += [str(n) for n in lost] if isinstance(lost, list) else []
+        own = self.plan.sbatch.get("exclude")
+        if isinstance(own, str) and own:
+            from ti_slurm.job.hostlist import expand
+
+            nodes += expand(own)
+        return nodes
+
+    # -- the checkpoint signal -------------------------------------------
+    @property
+    def may_restart(self) -> bool:
+        """Could a SIGTERM be Slurm requeueing the job (rather than a cancel)? Then Slurm is asked."""
+        return (self.plan.restart_max > 0 or bool(self.plan.checkpoint_signal)) and self.launcher.control is not None
+
+    def _on_checkpoint_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._checkpoint_signal = signum
+
+    def begin_interrupt(self, signum: int) -> None:
+        """The checkpoint signal came: why (time limit or preemption), until when, and pass it to every node."""
+        job = self.launcher.control.show_job() if self.launcher.control else {}
+        preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
+        cause = "preempt" if preempted else "timeout"
+        end_time = slurm_time(job.get("EndTime", ""))
+        if end_time is not None:
+            self.deadline = end_time - self.plan.stop_grace - REQUEUE_MARGIN
+        else:  # the limit is at least signal.before away (Slurm may signal up to a minute early)
+            self.deadline = time.time() + max(self.plan.signal_before - self.plan.stop_grace - REQUEUE_MARGIN, 0)
+        what = "the job was preempted" if preempted else "the time limit is near"
+        self.interrupt = Outcome(CAUSE_STATES[cause], f"{what}: every node got SIG{self.plan.checkpoint_signal}")
+        self.interrupt.cause = cause
+        self.event("signal", signal=self.plan.checkpoint_signal, cause=cause, deadline=round(self.deadline, 3))
+        self.say(f"{what}: passing SIG{self.plan.checkpoint_signal} to every node's command")
+        for launch in self.launches:
+            if launch.exit_code is None:
+                self.launcher.pass_signal(launch, signum)
+
+    def interrupted_by_slurm(self) -> Outcome:
+        """SIGTERM on a job that may restart: Slurm requeued it (preemption, node failure), or it was cancelled."""
+        job = self.launcher.control.show_job() if self.launcher.control else {}
+        restarts = job.get("Restarts", "")
+        if not (restarts.isdigit() and int(restarts) > self.attempt):
+            if self.interrupt is not None and self.interrupt.cause == "timeout" and time.time() >= self.deadline:
+                return self.interrupt  # the time limit came before the commands were done saving
+            name = signal.Signals(self._cancel_signal or signal.SIGTERM).name
+            return Outcome(JobState.CANCELLED, f"received signal {name}")
+        preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
+        lost = [] if preempted else self.lost_nodes(self.node_records())
+        if preempted:
+            outcome = Outcome(JobState.PREEMPTED, "the job was preempted; Slurm requeued it", cause="preempt")
+        elif lost:
+            outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost; Slurm requeued the job")
+            outcome.cause, outcome.lost_nodes = "node_fail", lost
+        else:
+            outcome = Outcome(JobState.FAILED, "requeued by Slurm or an administrator")
+        outcome.requeued_by_slurm = True
         return outcome
 
     def _loop(self) -> Outcome:
         alive_at = time.monotonic()
+        may_restart = self.may_restart
         while True:
             if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
                 alive_at = time.monotonic()
                 self.event("alive")
+            if self._checkpoint_signal is not None and self.interrupt is None:
+                self.begin_interrupt(self._checkpoint_signal)
             if self._cancel_signal is not None:
+                if may_restart:
+                    return self.interrupted_by_slurm()
                 return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
+            if self.interrupt is not None:  # saving: exits are expected; the attempt ends when all are done
+                for launch in self.launches:
+                    if launch.exit_code is None and launch.proc.poll() is not None:
+                        launch.exit_code = exit_code(launch.proc.returncode)
+                        self.launch_exit_event(launch)
+                if all(x.exit_code is not None for x in self.launches) or time.time() >= self.deadline:
+                    return self.interrupt
+                time.sleep(POLL_SECONDS)
+                continue
             for launch in self.launches:
                 if launch.exit_code is not None:
                     continue
@@ -398,6 +676,8 @@ class Supervisor:
             time.sleep(POLL_SECONDS / 2)
         if self._cancel_signal is None:
             return outcome
+        if self.may_restart:
+            return self.interrupted_by_slurm()
         return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
 
     def _settle_background_exit(self) -> None:
@@ -412,6 +692,14 @@ class Supervisor:
             ):
                 break
             time.sleep(POLL_SECONDS)
+
+
+def slurm_time(text: str) -> float | None:
+    """A time as ``scontrol`` prints it (``2026-11-30T07:56:27``, local time) as seconds since the epoch."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
 
 
 def supervise(job_dir: str) -> int:

@@ -1,0 +1,76 @@
+"""A launcher that launches nothing, for the supervisor's unit tests (no processes, no Slurm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.supervisor import Launch
+
+
+class FakeProcess:
+    """Stands in for a Popen: exits with ``code`` after ``polls`` polls (never, with None)."""
+
+    def __init__(self, code: int | None, polls: int = 0) -> None:
+        self.code, self.polls, self.returncode = code, polls, None
+        self.pid = 0
+
+    def poll(self) -> int | None:
+        if self.code is not None and self.polls <= 0:
+            self.returncode = self.code
+            return self.code
+        self.polls -= 1
+        return None
+
+
+class FakeLauncher:
+    """Launches nothing: each node's outcome is scripted as (exit code, polls until it exits)."""
+
+    record_before_stop_on_cancel = False
+    resolves_names = False
+
+    def __init__(
+        self,
+        plan: JobPlan,
+        job_dir: Path,
+        script: dict[str, tuple[int | None, int]],
+        control: Any = None,
+        restart_count: int = 0,
+    ) -> None:
+        self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script
+        self.control, self.restart_count = control, restart_count
+        self.stopped: list[str] = []
+        self.signalled: list[tuple[str, int]] = []
+
+    def node_names(self, component: int) -> list[str]:
+        comp = self.plan.components[component]
+        return [f"{comp.name}-host{i}" for i in range(comp.nodes)]
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        comp = plan.components[component]
+        launches = []
+        for index in nodes:
+            code, polls = self.script.get(f"{comp.name}-{index}", (0, 0))
+            if code is not None:  # the node's step records its exit, as the real one does
+                Path(self.paths.nodes_dir).mkdir(parents=True, exist_ok=True)
+                record = {"component": comp.name, "index": index, "node": f"{comp.name}-host{index}"}
+                Path(self.paths.node_record(comp.name, index)).write_text(
+                    json.dumps(record | {"exit_code": code, "ended": float(polls)})
+                )
+            proc = cast(Any, FakeProcess(code, polls))
+            launches.append(Launch(component, comp.name, [index], proc))
+        return launches
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        self.stopped.append(f"{launch.component}-{launch.nodes[0]}")
+        launch.proc.returncode = -15
+
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        self.signalled.append((f"{launch.component}-{launch.nodes[0]}", signum))
+
+
+def events(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(JobPaths(str(tmp_path)).status).read_text().splitlines()]

@@ -1,0 +1,220 @@
+"""Surviving interruptions, through a fake launcher and a fake Slurm: the supervisor's decisions,
+the spec's fields, the records of each attempt. The cluster tier shows the same on real Slurm."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from supervisor_fakes import FakeLauncher, events
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.errors import SpecError
+from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.job.restart import parse_node_states, parse_show_job, requeue_target, should_requeue, unreachable
+from ti_slurm.job.states import JobState
+from ti_slurm.job.supervisor import Supervisor
+from ti_slurm.planning import make_plan
+from ti_slurm.script import render
+from ti_slurm.spec import parse_spec
+from ti_slurm.status import format_status, job_status, parse_events, recorded_end
+
+
+class FakeControl:
+    """Slurm's side of a requeue, scripted: what ``scontrol show job`` says, and what was asked of it."""
+
+    def __init__(self, job: dict[str, str] | None = None, refuse: str = "", down: tuple[str, ...] = ()) -> None:
+        self.job, self.refuse, self.down = job or {}, refuse, down
+        self.requeued: list[tuple[list[str], bool]] = []
+        self.disabled = 0
+
+    def show_job(self) -> dict[str, str]:
+        return self.job
+
+    def unreachable_nodes(self, names: list[str]) -> list[str]:
+        return [n for n in names if n in self.down]
+
+    def requeue(self, exclude: list[str], already: bool = False) -> str:
+        self.requeued.append((exclude, already))
+        return self.refuse
+
+    def disable_requeue(self) -> None:
+        self.disabled += 1
+
+
+def plan_of(mode: str = "ddp", nodes: int = 2, **fields: Any) -> JobPlan:
+    defaults: dict[str, Any] = {"restart_max": 2, "restart_on": ("preempt", "timeout", "node_fail")}
+    return JobPlan("t", mode, "true", (Component(mode, nodes, 0, 1),), submission="s1", **(defaults | fields))
+
+
+def supervise(
+    plan: JobPlan, tmp_path: Path, script: dict[str, tuple[int | None, int]], control: FakeControl, attempt: int = 0
+) -> tuple[Supervisor, FakeLauncher]:
+    launcher = FakeLauncher(plan, tmp_path, script, control=control, restart_count=attempt)
+    return Supervisor(plan, str(tmp_path), launcher, say=lambda text: None), launcher
+
+
+# -- the spec --------------------------------------------------------------
+def test_restart_defaults_and_the_signal_it_brings() -> None:
+    spec = parse_spec({"mode": "ddp", "command": "x", "nodes": 2, "restart": {"max": 3}, "time": "10"})
+    plan = make_plan(spec)
+    assert (plan.restart_max, plan.restart_on) == (3, ("preempt", "timeout", "node_fail"))
+    assert (plan.checkpoint_signal, plan.signal_before) == ("USR2", 120)
+    script = render(plan)
+    assert '#SBATCH --signal="B:USR2@120"' in script and "#SBATCH --requeue\n" in script
+    assert '#SBATCH --open-mode="append"' in script
+
+
+def test_without_restart_or_signal_nothing_changes() -> None:
+    plan = make_plan(parse_spec({"mode": "ddp", "command": "x", "nodes": 2}))
+    assert (plan.restart_max, plan.checkpoint_signal, plan.watchdog_silence) == (0, "", 0)
+    assert "--signal" not in render(plan) and "--requeue" not in render(plan)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "words"),
+    [
+        ({"signal": {"name": "TERM"}}, "signal.name", "expected one of USR1, USR2"),
+        ({"signal": {"before": 600}, "time": "5"}, "signal.before", "not less than the time limit (5 = 300 s)"),
+        ({"restart": {"on": ["reboot"]}}, "restart.on.0", "Input should be 'preempt'"),
+        ({"restart": {"max": -1}}, "restart.max", "greater than or equal to 0"),
+        ({"watchdog": {"silence": 1}}, "watchdog.silence", "greater than or equal to 10"),
+    ],
+)
+def test_bad_restart_fields_name_the_field(extra: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({"mode": "ddp", "command": "x", "nodes": 2} | extra)
+    assert err.value.field == field and words in str(err.value)
+
+
+def test_signal_names_are_accepted_with_or_without_sig() -> None:
+    spec = parse_spec({"mode": "ddp", "command": "x", "nodes": 1, "signal": {"name": "sigusr1", "before": 30}})
+    assert make_plan(spec).checkpoint_signal == "USR1"
+
+
+# -- Slurm's words ------------------------------------------------------------
+def test_requeue_names_one_task_of_an_array_not_the_whole_array() -> None:
+    assert requeue_target({"SLURM_JOB_ID": "105", "SLURM_ARRAY_JOB_ID": "100", "SLURM_ARRAY_TASK_ID": "5"}) == "100_5"
+    assert requeue_target({"SLURM_JOB_ID": "105"}) == "105"
+
+
+def test_scontrol_and_sinfo_output() -> None:
+    line = "JobId=7 JobName=x JobState=RUNNING Reason=None Restarts=1 PreemptTime=None EndTime=2026-11-30T08:00:00"
+    job = parse_show_job(line + "\n")
+    assert (job["JobState"], job["Restarts"], job["PreemptTime"]) == ("RUNNING", "1", "None")
+    assert parse_node_states("node01 down*\nnode02 allocated\n") == {"node01": "down*", "node02": "allocated"}
+    assert [unreachable(s) for s in ("down*", "idle*", "allocated", "mixed", "fail", "drained")] == [
+        True, True, False, False, True, False]  # fmt: skip
+
+
+def test_requeue_needs_a_listed_cause_and_requeues_left() -> None:
+    plan = plan_of(restart_max=1, restart_on=("timeout", "failure"))
+    assert should_requeue(plan, "timeout", 0) and should_requeue(plan, "failure", 0)
+    assert not should_requeue(plan, "timeout", 1)  # used up
+    assert not should_requeue(plan, "preempt", 0) and not should_requeue(plan, "", 0)
+
+
+# -- the supervisor -------------------------------------------------------------
+def test_the_checkpoint_signal_reaches_every_node_then_the_job_is_requeued(tmp_path: Path) -> None:
+    plan = plan_of(checkpoint_signal="USR2", signal_before=60)
+    control = FakeControl({"Restarts": "0", "PreemptTime": "None", "EndTime": "Unknown"})
+    supervisor, launcher = supervise(plan, tmp_path, {"ddp-0": (0, 30), "ddp-1": (0, 30)}, control)
+    supervisor._checkpoint_signal = signal.SIGUSR2  # as Slurm's --signal=B:USR2 sets it
+    outcome = supervisor.run()
+    assert sorted(launcher.signalled) == [("ddp-0", signal.SIGUSR2), ("ddp-1", signal.SIGUSR2)]
+    assert (outcome.state, outcome.cause, outcome.requeue) == (JobState.TIMEOUT, "timeout", True)
+    assert control.requeued == [([], False)]
+    end = events(tmp_path)[-1]
+    assert (end["event"], end["state"], end["requeue"], end["attempt"]) == ("end", "TIMEOUT", True, 0)
+    assert [e["event"] for e in events(tmp_path)][:2] == ["start", "signal"]
+
+
+def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Path) -> None:
+    plan = plan_of(restart_max=1, restart_on=("failure",))
+    control = FakeControl()
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-1": (3, 1)}, control)
+    first = supervisor.run()
+    assert (first.state, first.cause, first.requeue) == (JobState.FAILED, "failure", True)
+    (Path(JobPaths(str(tmp_path)).logs_dir)).mkdir()
+    (Path(JobPaths(str(tmp_path)).logs_dir) / "ddp-1.log").write_text("first attempt\n")
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-1": (3, 1)}, control, attempt=1)
+    second = supervisor.run()
+    assert (second.state, second.requeue) == (JobState.FAILED, False)
+    assert control.disabled == 1 and len(control.requeued) == 1  # the last attempt: no more requeues
+    # the first attempt's log and records are kept aside; the history names both attempts
+    assert (tmp_path / "attempts" / "0" / "logs" / "ddp-1.log").read_text() == "first attempt\n"
+    assert (tmp_path / "attempts" / "0" / "nodes" / "ddp.1.json").is_file()
+    info = JobInfo("9", "t", "slurm", str(tmp_path), submission="s1")
+    evs = parse_events(Path(JobPaths(str(tmp_path)).status).read_text())
+    status = job_status(info, evs, None)
+    assert recorded_end(info, evs)
+    assert [(a.attempt, a.state, a.requeued) for a in status.attempts] == [(0, "FAILED", True), (1, "FAILED", False)]
+    assert status.state is JobState.FAILED and status.reason.endswith("exited 3 (after 2 attempts)")
+    assert "FAILED -> requeued" in format_status(status)
+
+
+def test_a_requeued_attempt_is_not_the_end_while_the_job_waits_again(tmp_path: Path) -> None:
+    plan = plan_of(restart_on=("failure",))
+    supervise(plan, tmp_path, {"ddp-0": (1, 0)}, FakeControl())[0].run()
+    info = JobInfo("9", "t", "slurm", str(tmp_path), submission="s1")
+    evs = parse_events(Path(JobPaths(str(tmp_path)).status).read_text())
+    assert not recorded_end(info, evs)
+    status = job_status(info, evs, JobInfo("9", state=JobState.PENDING, reason="BeginTime"))
+    assert status.state is JobState.PENDING and not status.settled
+    assert status.reason.startswith("requeued after FAILED: ddp node ddp-host0 (index 0) exited 1")
+
+
+def test_slurm_refusing_the_requeue_ends_the_job_with_its_reason(tmp_path: Path) -> None:
+    plan = plan_of(restart_on=("failure",))
+    control = FakeControl(refuse="Requested operation is presently disabled")
+    outcome = supervise(plan, tmp_path, {"ddp-0": (1, 0)}, control)[0].run()
+    assert outcome.state is JobState.FAILED and not outcome.requeue
+    assert outcome.reason.endswith("Slurm refused to requeue the job: Requested operation is presently disabled")
+    assert events(tmp_path)[-1]["requeue"] is False
+
+
+def test_sigterm_after_slurm_requeued_a_preempted_job_is_not_a_cancel(tmp_path: Path) -> None:
+    plan = plan_of()
+    control = FakeControl({"Restarts": "1", "PreemptTime": "2026-11-30T08:00:00"})
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (None, 0), "ddp-1": (None, 0)}, control)
+    supervisor._cancel_signal = signal.SIGTERM
+    outcome = supervisor.run()
+    assert (outcome.state, outcome.requeue, outcome.requeued_by_slurm) == (JobState.PREEMPTED, True, True)
+    assert control.requeued == [([], True)]  # only StartTime=now: Slurm already requeued it
+
+
+def test_sigterm_without_a_requeue_is_a_cancel(tmp_path: Path) -> None:
+    control = FakeControl({"Restarts": "0", "PreemptTime": "None"})
+    supervisor, _ = supervise(plan_of(), tmp_path, {"ddp-0": (None, 0)}, control)
+    supervisor._cancel_signal = signal.SIGTERM
+    outcome = supervisor.run()
+    assert (outcome.state, outcome.requeue, control.requeued) == (JobState.CANCELLED, False, [])
+
+
+def test_a_lost_node_is_named_and_excluded_from_the_next_attempt(tmp_path: Path) -> None:
+    plan = plan_of()
+    control = FakeControl(down=("ddp-host1",))
+    # node 1 leaves no exit record (its node died); node 0's rank fails when its peer vanishes
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (1, 0), "ddp-1": (None, 0)}, control)
+    outcome = supervisor.run()
+    assert (outcome.state, outcome.cause, outcome.lost_nodes) == (JobState.NODE_FAIL, "node_fail", ["ddp-host1"])
+    assert outcome.reason.startswith("node(s) ddp-host1 lost")
+    assert control.requeued == [(["ddp-host1"], False)]
+
+
+def test_slurm_requeueing_for_a_cause_restart_on_does_not_list_ends_the_job(tmp_path: Path) -> None:
+    plan = plan_of(restart_on=("failure",))
+    status = Path(JobPaths(str(tmp_path)).status)
+    earlier = [
+        {"event": "start", "submission": "s1", "attempt": 0, "components": [{"name": "ddp", "nodes": ["a", "b"]}]},
+        {"event": "end", "submission": "s1", "attempt": 0, "state": "PREEMPTED", "cause": "preempt", "requeue": True},
+    ]
+    status.write_text("".join(json.dumps(e) + "\n" for e in earlier))
+    supervisor, launcher = supervise(plan, tmp_path, {}, FakeControl(), attempt=1)
+    outcome = supervisor.run()
+    assert outcome.state is JobState.PREEMPTED and "restart.on does not list" in outcome.reason
+    assert launcher.stopped == [] and [e["event"] for e in events(tmp_path)][-1] == "end"

@@ -1,0 +1,137 @@
+"""Surviving interruptions: why an attempt ended, whether to requeue it, and asking Slurm to.
+
+The causes are the spec's ``restart.on`` words: ``preempt``, ``timeout``,
+``node_fail``, ``failure`` and ``hang``. A job that may restart is submitted
+``--requeue`` (so Slurm itself requeues it on preemption and node failure) with
+``--signal=B:<signal>@<before>`` (so the supervisor hears of the time limit, and
+of preemption where the site sends the user's signal then). The supervisor
+requeues the rest from the batch step: ``scontrol requeue`` of this job (or of
+this task of a job array), then ``StartTime=now`` (Slurm otherwise holds a
+requeued job for its credential lifetime, 120 s by default) and the lost nodes
+in ``ExcNodeList``.
+
+Runs inside the batch step: standard library only, and Slurm's commands only
+when an interruption happens.
+"""
+
+from __future__ import annotations
+
+from ti_slurm.job.states import JobState
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from ti_slurm.job.plan import JobPlan
+
+CAUSE_STATES = {
+    "preempt": JobState.PREEMPTED,
+    "timeout": JobState.TIMEOUT,
+    "node_fail": JobState.NODE_FAIL,
+    "failure": JobState.FAILED,
+    "hang": JobState.FAILED,
+}
+SCONTROL_TIMEOUT = 10.0  # seconds; Slurm kills the batch step KillWait (30 s by default) after its SIGTERM
+# Slurm's node states (sinfo %T, lower case) of a node that is gone; a trailing "*" means not responding
+UNREACHABLE_STATES = ("down", "fail", "failing", "unknown", "no_respond", "not_responding")
+
+
+def should_requeue(plan: JobPlan, cause: str, attempt: int) -> bool:
+    """Whether an attempt that ended by ``cause`` is requeued: the cause is listed and requeues are left."""
+    return bool(cause) and cause in plan.restart_on and attempt < plan.restart_max
+
+
+def requeue_target(environ: Mapping[str, str]) -> str:
+    """The id to requeue: ``<array id>_<task id>`` for a task of a job array (else the whole array would be)."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return environ.get("SLURM_JOB_ID", "")
+
+
+def parse_show_job(text: str) -> dict[str, str]:
+    """The ``Key=Value`` fields of ``scontrol -o show job``'s first line (a value never holds a space there,
+    except the last fields, which are not used)."""
+    fields: dict[str, str] = {}
+    for word in (text.splitlines() or [""])[0].split(" "):
+        key, eq, value = word.partition("=")
+        if eq and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def unreachable(state: str) -> bool:
+    """Whether an ``sinfo %T`` node state says the node is gone (``down*``, ``idle*``, ``fail``...)."""
+    state = state.strip().lower()
+    return state.endswith("*") or state.rstrip("*~#!%$@^-").split("+")[0] in UNREACHABLE_STATES
+
+
+def parse_node_states(text: str) -> dict[str, str]:
+    """``sinfo -h -N -o '%N %T'`` lines as name -> state."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+class SlurmControl:
+    """The few Slurm commands the batch step runs when an attempt is interrupted."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = dict(environ)
+        self.target = requeue_target(environ)
+        components = environ.get("SLURM_HET_SIZE", "")
+        # each component of a heterogeneous job is updated by its own id: <leader>+<offset>
+        self.update_ids = (
+            [f"{self.target}+{k}" for k in range(int(components))] if components.isdigit() else [self.target]
+        )
+
+    def run(self, args: list[str]) -> tuple[int, str]:
+        """Run a Slurm command; its exit code and output (127 and why, when it cannot run)."""
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                args,
+                env=self.environ,
+                capture_output=True,
+                text=True,
+                timeout=SCONTROL_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return 127, f"{args[0]}: {exc}"
+        return done.returncode, (done.stdout + done.stderr).strip()
+
+    def show_job(self) -> dict[str, str]:
+        """This job's fields as ``scontrol show job`` prints them ({} when Slurm does not answer)."""
+        code, out = self.run(["scontrol", "-o", "show", "job", self.environ.get("SLURM_JOB_ID", "")])
+        return parse_show_job(out) if code == 0 else {}
+
+    def unreachable_nodes(self, names: Iterable[str]) -> list[str]:
+        """Those of ``names`` that Slurm says are down or not responding."""
+        names = sorted(set(names))
+        if not names:
+            return []
+        code, out = self.run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N %T"])
+        states = parse_node_states(out) if code == 0 else {}
+        return [name for name in names if name in states and unreachable(states[name])]
+
+    def requeue(self, exclude: list[str], already: bool = False) -> str:
+        """Requeue this job (unless Slurm ``already`` did), to start at once, away from ``exclude``;
+        "" or Slurm's refusal."""
+        if not already:
+            code, out = self.run(["scontrol", "requeue", self.target])
+            if code != 0:
+                return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
+        for job_id in self.update_ids:  # best effort: without it the job only starts later, or anywhere
+            update = ["scontrol", "update", f"JobId={job_id}", "StartTime=now"]
+            self.run(update + ([f"ExcNodeList={','.join(sorted(set(exclude)))}"] if exclude else []))
+        return ""
+
+    def disable_requeue(self) -> None:
+        """No more requeues: the restarts are used up, so preemption or node failure ends the job."""
+        for job_id in self.update_ids:
+            self.run(["scontrol", "update", f"JobId={job_id}", "Requeue=0"])

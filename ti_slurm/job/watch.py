@@ -1,0 +1,126 @@
+"""What each node's step watches while its command runs: its own liveness, and silence.
+
+- Liveness: the step touches ``heartbeat/<component>-<n>.step`` every
+  :data:`ALIVE_EVERY` seconds. A node whose step stopped touching it and left
+  no exit record was lost (its node, or its step, died): the supervisor tells
+  that from a failed command without waiting for Slurm's ``SlurmdTimeout``.
+- Silence (the spec's ``watchdog: {silence: N}``): a command that wrote nothing
+  to its log and did not touch ``TI_SLURM_HEARTBEAT_FILE`` for N seconds is
+  hung. Its Python stacks go to its log (``py-spy dump`` when installed, else
+  SIGABRT, on which ``PYTHONFAULTHANDLER=1`` prints every thread's stack), then
+  it is stopped and its node recorded as hung.
+
+Standard library only: this runs on every node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ti_slurm.job.paths import JobPaths
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from ti_slurm.job.node import NodeRun
+
+ALIVE_EVERY = 5.0  # seconds between the step's liveness touches
+LOST_AFTER = 20.0  # a step silent this long, without an exit record, was lost
+HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
+
+
+def step_alive_file(paths: JobPaths, component: str, index: object) -> str:
+    """The file a node's step touches while it runs."""
+    return paths.heartbeat(component, index) + ".step"
+
+
+def touch(path: str) -> None:
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+
+
+def mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+class NodeWatch:
+    """Called about twice a second while a node's command runs (see :func:`ti_slurm.job.process.run_command`)."""
+
+    def __init__(self, run: NodeRun, watch_silence: bool) -> None:
+        paths = JobPaths(run.job_dir)
+        name = run.plan.components[run.component].name
+        self.alive_file = step_alive_file(paths, name, run.contract.index)
+        self.watched = (paths.node_log(name, run.contract.index), run.env.get("TI_SLURM_HEARTBEAT_FILE", ""))
+        self.silence = run.plan.watchdog_silence if watch_silence else 0
+        self.node = run.contract.node
+        self.started = time.time()
+        self.touched = 0.0
+        self.error = ""  # why the command was stopped, once it was
+
+    def tick(self, pgid: int) -> int | None:
+        """Touch the liveness file when due; return :data:`HUNG_EXIT` once the command is found hung."""
+        now = time.time()
+        if now - self.touched >= ALIVE_EVERY:
+            self.touched = now
+            try:  # noqa: SIM105 (contextlib is not imported on the job path)
+                touch(self.alive_file)
+            except OSError:
+                pass  # the record of liveness matters less than the command
+        if not self.silence or self.error:
+            return None
+        last = max(self.started, *(mtime(path) for path in self.watched if path))
+        if now - last < self.silence:
+            return None
+        self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
+        import sys
+
+        print(f"ti-slurm: node {self.node}: {self.error}; the stacks of its processes follow", file=sys.stderr)
+        sys.stderr.flush()
+        dump_stacks(pgid)
+        return HUNG_EXIT
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` (from ``/proc``)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(pgid):
+                pids.append(int(entry))
+    return pids
+
+
+def dump_stacks(pgid: int) -> None:
+    """Print the Python stacks of the group's processes to this step's output (the node's log)."""
+    import shutil
+    import signal
+    import subprocess
+
+    pids = group_pids(pgid)
+    py_spy = shutil.which("py-spy")
+    for pid in pids:
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            continue
+        if not exe.startswith("python"):
+            continue
+        if py_spy:
+            subprocess.run([py_spy, "dump", "--pid", str(pid)], timeout=30, check=False)
+        else:  # faulthandler (PYTHONFAULTHANDLER=1) prints every thread's stack, then the process ends
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+    if not py_spy:
+        time.sleep(1.0)  # let faulthandler finish writing
