@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("job")
     lg.add_argument("--node", help="one node: its INDEX, its name, or <component>-<n>")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    lg.add_argument("--attempt", type=int, help="an earlier attempt's logs (a requeued job keeps them)")
 
     c = sub.add_parser("cancel", help="cancel a job", parents=[remote])
     c.add_argument("job")
@@ -187,7 +188,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    for line in find_job(args).logs(node=args.node, follow=args.follow):
+    for line in find_job(args).logs(node=args.node, follow=args.follow, attempt=args.attempt):
         print(line, flush=args.follow)
     return 0
 

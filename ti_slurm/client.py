@@ -354,14 +354,25 @@ class Job:
         """Ask the scheduler to cancel the job (every node's processes are stopped)."""
         self.backend.cancel(self.info)
 
-    def log_files(self, node: str | None = None, status: JobStatus | None = None) -> list[tuple[str, str]]:
-        """(label, path) of each node's log; ``node`` picks one by its INDEX, its name or ``<component>-<n>``."""
+    def log_files(
+        self, node: str | None = None, status: JobStatus | None = None, attempt: int | None = None
+    ) -> list[tuple[str, str]]:
+        """(label, path) of each node's log; ``node`` picks one by its INDEX, its name or ``<component>-<n>``;
+        ``attempt`` picks an earlier attempt of a requeued job (default: the latest)."""
         status = status or self.status()
         paths = JobPaths(status.job_dir)
+        names = [name for comp in status.components for name in comp.nodes]
+        if attempt is not None and (not status.attempts or attempt != status.attempts[-1].attempt):
+            earlier = [a for a in status.attempts if a.attempt == attempt]
+            if not earlier:
+                numbers = ", ".join(str(a.attempt) for a in status.attempts) or "0"
+                raise ConfigError("attempt", attempt, f"job {self.id} has no such attempt (attempts: {numbers})")
+            paths, names = paths.attempt(attempt), earlier[0].nodes
         files: list[tuple[str, str]] = []
         index = 0
         for comp in status.components:
-            for n, name in enumerate(comp.nodes):
+            for n in range(len(comp.nodes)):
+                name = names[index] if index < len(names) else "?"
                 label = node_label(comp.name, n)
                 if node is None or node in (label, name, str(index)):
                     files.append((f"{label} ({name})", paths.node_log(comp.name, n)))
@@ -372,21 +383,28 @@ class Job:
             )
         return files
 
-    def logs(self, node: str | None = None, follow: bool = False) -> Iterator[str]:
+    def logs(self, node: str | None = None, follow: bool = False, attempt: int | None = None) -> Iterator[str]:
         """The job's log lines (each node's, headed ``==> label <==`` when there are several).
 
-        With ``follow``, keep yielding new lines until the job ends; a line still
-        being written waits until it is complete.
+        With ``follow``, keep yielding new lines until the job ends, across requeues (each
+        attempt's logs in turn); a line still being written waits until it is complete.
+        ``attempt`` shows an earlier attempt's logs instead (they are kept).
         """
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
         follower = _Follower(self)
+        shown_attempt: int | None = None
         while True:
             status = follower.status()
             last_round = not follow or status.settled
             if not status.components and not last_round:  # not started yet: no node to name
                 time.sleep(1.0)
                 continue
-            for label, path in self.log_files(node, status):
+            latest = status.attempts[-1].attempt if status.attempts else 0
+            if attempt is None and latest != shown_attempt:
+                if shown_attempt is not None:
+                    yield f"==> attempt {latest} (TI_SLURM_RESTART_COUNT={latest}) <=="
+                shown_attempt, offsets = latest, {}  # the same files, anew: the earlier ones were moved aside
+            for label, path in self.log_files(node, status, attempt):
                 start = offsets.get(path, 0)
                 chunk = self.backend.read_bytes(path, start) or b""
                 end = len(chunk) if last_round else chunk.rfind(b"\n") + 1

@@ -222,7 +222,7 @@ def format_status(status: JobStatus) -> str:
         for comp in status.components:
             code = "" if comp.exit_code is None else str(comp.exit_code)
             lines.append(f"  {comp.name:<10} {comp.state:<10} {code:<5} {compress(comp.nodes) if comp.nodes else '-'}")
-            for rec in comp.node_exits:
+            for rec in comp.node_exits if comp.state != "STOPPED" else []:
                 if rec.get("exit_code") not in (0, None):
                     lines.append(
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"

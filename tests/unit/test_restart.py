@@ -184,7 +184,7 @@ def test_sigterm_after_slurm_requeued_a_preempted_job_is_not_a_cancel(tmp_path: 
     supervisor._cancel_signal = signal.SIGTERM
     outcome = supervisor.run()
     assert (outcome.state, outcome.requeue, outcome.requeued_by_slurm) == (JobState.PREEMPTED, True, True)
-    assert control.requeued == [([], True)]  # only StartTime=now: Slurm already requeued it
+    assert control.requeued == [([], True)]  # Slurm already requeued it: nothing to ask
 
 
 def test_sigterm_without_a_requeue_is_a_cancel(tmp_path: Path) -> None:

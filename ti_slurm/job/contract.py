@@ -330,11 +330,14 @@ def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
     from ti_slurm.job.paths import JobPaths
 
     count = env.get("SLURM_RESTART_COUNT", "0")
-    return {
+    out = {
         "TI_SLURM_RESTART_COUNT": count if is_number(count) else "0",
         "TI_SLURM_CHECKPOINT_DIR": checkpoint_dir(ctx.plan, ctx.job_dir),
         "TI_SLURM_HEARTBEAT_FILE": JobPaths(ctx.job_dir).heartbeat(ctx.plan.components[ctx.component].name, ctx.index),
     }
+    if ctx.plan.checkpoint_signal:  # the signal the command gets before the time limit and on preemption
+        out["TI_SLURM_CHECKPOINT_SIGNAL"] = ctx.plan.checkpoint_signal
+    return out
 
 
 def apply(contract: NodeContract, base: Mapping[str, str], user_env: Mapping[str, str]) -> dict[str, str]:

@@ -87,10 +87,15 @@ def run_command(
     """Run ``bash -c command`` in its own process group and return its exit code.
 
     SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
-    ``grace`` seconds later, or once the command has exited, is killed. The
-    signals in ``forward`` (the checkpoint signal) are passed on to the group
-    and nothing else; one that arrived before the command started (see
-    :func:`remember_signals`) is passed on as it starts.
+    ``grace`` seconds later, or once the command has exited, is killed.
+
+    The signals in ``forward`` (the checkpoint signal) go to the group and to
+    every process the command started, even in sessions of their own (torch's
+    launcher starts its workers so, and dies of SIGUSR2 itself): those
+    processes may then outlive the command while they save, until a stop signal
+    comes (and its grace passes). One that arrived before the command started
+    (see :func:`remember_signals`) is passed on as it starts.
+
     ``guard``, called about twice a second with the command's pid (its process
     group) while it runs, may end it: when it returns an exit code, the group
     is stopped the same way and that code is returned.
@@ -101,23 +106,35 @@ def run_command(
     proc = start_group(["/bin/bash", "-c", command], env, workdir or None)
     kill_at: float | None = None
     forced: int | None = None
+    saving: set[int] = set()  # the processes that got the checkpoint signal
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
+        pids = {proc.pid, *descendants(proc.pid)}
+        saving.update(pids)
         signal_group(proc.pid, signum)
+        for pid in pids:
+            signal_pid(pid, signum)
 
     for signum in forward:
         signal.signal(signum, pass_on)
         if signum in _early_signals:
-            signal_group(proc.pid, signum)
+            pass_on(signum, None)
 
     def stop(signum: int) -> None:
         nonlocal kill_at
         signal_group(proc.pid, signum)
+        for pid in saving:
+            signal_pid(pid, signum)
         if kill_at is None:
             kill_at = time.monotonic() + grace
 
     def stop_on(signum: int, frame: FrameType | None) -> None:
         stop(signum)
+
+    def kill_all() -> None:
+        signal_group(proc.pid, signal.SIGKILL)
+        for pid in saving:
+            signal_pid(pid, signal.SIGKILL)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop_on)
@@ -128,14 +145,58 @@ def run_command(
                 break
             except subprocess.TimeoutExpired:
                 if kill_at is not None and time.monotonic() > kill_at:
-                    signal_group(proc.pid, signal.SIGKILL)
+                    kill_all()
                 if guard is not None and forced is None:
                     forced = guard(proc.pid)
                     if forced is not None:
                         stop(signal.SIGTERM)
+        while saving and any(alive(pid) for pid in saving - {proc.pid}):  # they are saving a checkpoint
+            if kill_at is not None and time.monotonic() > kill_at:
+                break
+            time.sleep(0.2)
     finally:
-        signal_group(proc.pid, signal.SIGKILL)  # nothing of the command outlives it
+        kill_all()  # nothing of the command outlives it
     return exit_code(code) if forced is None else forced
+
+
+def signal_pid(pid: int, signum: int) -> None:
+    """Send ``signum`` to process ``pid``; a process already gone is fine."""
+    try:  # noqa: SIM105 (contextlib is not imported on the job path)
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def process_table() -> dict[int, tuple[int, int]]:
+    """Every process's (parent pid, process group), from ``/proc``."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            table[int(entry)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs, down the tree."""
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in process_table().items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group ``pgid``."""
+    return [pid for pid, (_, group) in process_table().items() if group == pgid]
 
 
 _early_signals: set[int] = set()

@@ -6,9 +6,7 @@ The causes are the spec's ``restart.on`` words: ``preempt``, ``timeout``,
 ``--signal=B:<signal>@<before>`` (so the supervisor hears of the time limit, and
 of preemption where the site sends the user's signal then). The supervisor
 requeues the rest from the batch step: ``scontrol requeue`` of this job (or of
-this task of a job array), then ``StartTime=now`` (Slurm otherwise holds a
-requeued job for its credential lifetime, 120 s by default) and the lost nodes
-in ``ExcNodeList``.
+this task of a job array), with the lost nodes in ``ExcNodeList``.
 
 Runs inside the batch step: standard library only, and Slurm's commands only
 when an interruption happens.
@@ -120,15 +118,19 @@ class SlurmControl:
         return [name for name in names if name in states and unreachable(states[name])]
 
     def requeue(self, exclude: list[str], already: bool = False) -> str:
-        """Requeue this job (unless Slurm ``already`` did), to start at once, away from ``exclude``;
-        "" or Slurm's refusal."""
+        """Requeue this job (unless Slurm ``already`` did), away from ``exclude``; "" or Slurm's refusal.
+
+        Slurm starts a requeued job no sooner than its credential lifetime later (``AuthInfo=cred_expire``,
+        ``SchedulerParameters=requeue_delay`` from 24.05; 120 s by default), and applies that delay as the
+        job finishes ending, so nothing the batch step does can shorten it.
+        """
         if not already:
             code, out = self.run(["scontrol", "requeue", self.target])
             if code != 0:
                 return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
-        for job_id in self.update_ids:  # best effort: without it the job only starts later, or anywhere
-            update = ["scontrol", "update", f"JobId={job_id}", "StartTime=now"]
-            self.run(update + ([f"ExcNodeList={','.join(sorted(set(exclude)))}"] if exclude else []))
+        if exclude:  # best effort: without it the next attempt may land on a lost node once it is back
+            for job_id in self.update_ids:
+                self.run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(sorted(set(exclude)))}"])
         return ""
 
     def disable_requeue(self) -> None:

@@ -55,7 +55,7 @@ from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import exit_code, start_group, terminate
 from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, should_requeue
 from ti_slurm.job.states import JobState
-from ti_slurm.job.watch import LOST_AFTER, mtime, step_alive_file
+from ti_slurm.job.watch import ALIVE_EVERY, LOST_AFTER, last_output, mtime, step_alive_file
 
 POLL_SECONDS = 0.1
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -508,7 +508,7 @@ class Supervisor:
     def failure_cause(self, outcome: Outcome) -> Outcome:
         """Name why a failed attempt failed: a lost node, a hung command, or a command's failure."""
         records = self.node_records()
-        hung = sorted({str(r.get("node")) for r in records if str(r.get("error", "")).startswith("hung")})
+        hung = self.silent_nodes(records)
         lost = self.lost_nodes(records)
         if lost:
             outcome.cause, outcome.lost_nodes = "node_fail", lost
@@ -520,6 +520,23 @@ class Supervisor:
         else:
             outcome.cause = "failure" if outcome.failed else ""
         return outcome
+
+    def silent_nodes(self, records: list[dict[str, object]]) -> list[str]:
+        """The nodes the watchdog found hung, and those as silent by then (a rank blocked in a collective
+        behind a hung one is silent too: their stacks, in their logs, tell them apart)."""
+        hung = [r for r in records if str(r.get("error", "")).startswith("hung")]
+        if not hung:
+            return []
+        found = min(float(r.get("ended", 0)) for r in hung)  # type: ignore[arg-type]
+        names = {str(r.get("node")) for r in hung}
+        for launch in self.launches:
+            node_names = self.launcher.node_names(launch.component_index)
+            for i in launch.nodes:
+                last = last_output(step_alive_file(self.paths, launch.component, i))
+                # the liveness note is up to ALIVE_EVERY s old
+                if last and found - last >= self.plan.watchdog_silence - ALIVE_EVERY - 1 and i < len(node_names):
+                    names.add(node_names[i])
+        return sorted(names)
 
     def lost_nodes(self, records: list[dict[str, object]]) -> list[str]:
         """Nodes whose step left no exit record and stopped touching its liveness file (or Slurm says: down)."""
@@ -603,6 +620,7 @@ class Supervisor:
         self.say(f"{what}: passing SIG{self.plan.checkpoint_signal} to every node's command")
         for launch in self.launches:
             if launch.exit_code is None:
+                launch.stopping = True  # its exit is the checkpoint's end, not a failure
                 self.launcher.pass_signal(launch, signum)
 
     def interrupted_by_slurm(self) -> Outcome:

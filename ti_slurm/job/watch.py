@@ -34,6 +34,15 @@ def step_alive_file(paths: JobPaths, component: str, index: object) -> str:
     return paths.heartbeat(component, index) + ".step"
 
 
+def last_output(path: str) -> float | None:
+    """When a node's command last wrote, as its step last noted in its liveness file (watchdog only)."""
+    try:
+        with open(path) as fh:
+            return float(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def touch(path: str) -> None:
     try:
         os.utime(path)
@@ -62,18 +71,30 @@ class NodeWatch:
         self.touched = 0.0
         self.error = ""  # why the command was stopped, once it was
 
+    def mark_alive(self, text: str) -> None:
+        try:
+            if text:
+                fd = os.open(self.alive_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                os.write(fd, text.encode())
+                os.close(fd)
+            else:
+                touch(self.alive_file)
+        except OSError:
+            pass  # the record of liveness matters less than the command
+
     def tick(self, pgid: int) -> int | None:
         """Touch the liveness file when due; return :data:`HUNG_EXIT` once the command is found hung."""
         now = time.time()
-        if now - self.touched >= ALIVE_EVERY:
+        due = now - self.touched >= ALIVE_EVERY
+        if due:
             self.touched = now
-            try:  # noqa: SIM105 (contextlib is not imported on the job path)
-                touch(self.alive_file)
-            except OSError:
-                pass  # the record of liveness matters less than the command
         if not self.silence or self.error:
+            if due:
+                self.mark_alive("")
             return None
         last = max(self.started, *(mtime(path) for path in self.watched if path))
+        if due:
+            self.mark_alive(f"{last:.3f}\n")  # when the command last wrote: the supervisor names every silent node
         if now - last < self.silence:
             return None
         self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
@@ -85,28 +106,15 @@ class NodeWatch:
         return HUNG_EXIT
 
 
-def group_pids(pgid: int) -> list[int]:
-    """The processes of process group ``pgid`` (from ``/proc``)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(") ", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[2] == str(pgid):
-                pids.append(int(entry))
-    return pids
-
-
 def dump_stacks(pgid: int) -> None:
     """Print the Python stacks of the group's processes to this step's output (the node's log)."""
     import shutil
     import signal
     import subprocess
 
-    pids = group_pids(pgid)
+    from ti_slurm.job.process import descendants, group_members
+
+    pids = sorted({*group_members(pgid), *descendants(pgid)})  # torch's launcher puts its workers in new sessions
     py_spy = shutil.which("py-spy")
     for pid in pids:
         try:

@@ -1,0 +1,189 @@
+"""Jobs that survive, on the real test cluster with real PyTorch (gloo, CPU): time limits, preemption,
+a lost node, a failing rank, a hung rank, and a multi-role job preempted.
+
+Each training run is seeded and deterministic (examples/ddp/resume.py), so the model of an interrupted
+run must equal, parameter for parameter, the model of the same run without interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import ti_slurm
+from tests.conftest import api_spec, processes_matching
+from ti_slurm import JobState
+from ti_slurm.status import JobStatus
+
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "ci" / "slurm-cluster"
+SEED_DDP = (
+    "python -m torch.distributed.launch --nproc_per_node 1 --nnodes $WORLD_SIZE --node_rank $RANK "
+    "--master_addr $MASTER_ADDR --master_port $MASTER_PORT resume.py"
+)
+
+
+def training(tmp_path: Path, steps: int, out: str, extra: str = "", **fields: object) -> dict[str, object]:
+    """A 2-node DDP spec that trains ``steps`` steps of 0.5 s with examples/ddp/resume.py."""
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    command = f"{SEED_DDP} --steps {steps} --step-seconds 0.5 --out {out} {extra}"
+    return api_spec(tmp_path, mode="ddp", nodes=2, workdir=str(tmp_path), command=command, **fields)
+
+
+def reference(tmp_path: Path, steps: int) -> dict[str, object]:
+    """The final model of the same training, uninterrupted (run locally, without the sleeps)."""
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", ref / "resume.py")
+    command = f"{SEED_DDP} --steps {steps} --out model.json"
+    spec = api_spec(ref, mode="ddp", nodes=2, workdir=str(ref), command=command)
+    assert ti_slurm.submit(spec, backend="local").wait(timeout=300).state is JobState.COMPLETED
+    return json.loads((ref / "model.json").read_text())
+
+
+def wait_for_step(job: ti_slurm.Job, step: int, timeout: float = 180) -> None:
+    """Until rank 0's log shows training at ``step``."""
+    log = Path(job.job_dir) / "logs" / "ddp-0.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and f"step {step} " in log.read_text():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.id} did not reach step {step}: {log.read_text() if log.exists() else ''}")
+
+
+def assert_nothing_left(marker: str) -> None:
+    deadline = time.monotonic() + 30
+    while processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_matching(marker) == []
+
+
+def attempts(status: JobStatus) -> list[tuple[str, bool]]:
+    return [(a.state, a.requeued) for a in status.attempts]
+
+
+def test_a_job_longer_than_its_time_limit_completes_through_requeues(tmp_path: Path) -> None:
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    spec = training(tmp_path, 240, out, time="2", restart={"max": 4}, signal={"before": 30})
+    job = ti_slurm.submit(spec)
+    final = job.wait(timeout=900)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert len(final.attempts) >= 2 and all(a == ("TIMEOUT", True) for a in attempts(final)[:-1])
+    assert attempts(final)[-1] == ("COMPLETED", False)
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 240)
+    first = Path(job.job_dir) / "attempts" / "0" / "logs" / "ddp-0.log"
+    assert "saved step" in first.read_text()  # each attempt's logs are kept
+    assert "starts at step 0" not in (Path(job.job_dir) / "logs" / "ddp-0.log").read_text()
+    assert_nothing_left(out)
+
+
+def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    job = ti_slurm.submit(training(tmp_path, 160, out, partition="lowprio", restart={"max": 2}))
+    wait_for_step(job, 40)
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    final = job.wait(timeout=600)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    assert final.attempts[0].ended is not None and final.attempts[1].started is not None
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
+    assert urgent.isdigit()
+    assert_nothing_left(out)
+
+
+def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path) -> None:
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    job = ti_slurm.submit(training(tmp_path, 160, out, restart={"max": 2}))
+    wait_for_step(job, 40)
+    lost = job.status().components[0].nodes[1]  # not the batch step's node
+    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
+    try:
+        final = job.wait(timeout=600)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("NODE_FAIL", True), ("COMPLETED", False)]
+    assert final.attempts[0].lost_nodes == [lost] and lost in final.attempts[0].reason
+    assert lost not in final.attempts[1].nodes
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
+    assert_nothing_left(out)
+
+
+def test_a_failing_rank_is_restarted_once_then_the_job_fails_naming_both_attempts(tmp_path: Path) -> None:
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    spec = training(tmp_path, 40, out, "--fail-rank 1 --fail-step 5", restart={"max": 1, "on": ["failure"]})
+    job = ti_slurm.submit(spec)
+    final = job.wait(timeout=300)
+    assert final.state is JobState.FAILED
+    assert attempts(final) == [("FAILED", True), ("FAILED", False)]
+    # rank 1 exits 3; torch's launcher on its node then exits 1
+    assert final.failed["index"] == 1 and final.failed["exit_code"] == 1
+    assert final.reason.endswith("(after 2 attempts)")
+    for logs in (Path(job.job_dir) / "attempts" / "0" / "logs", Path(job.job_dir) / "logs"):
+        assert "rank 1: exiting 3 on purpose at step 5" in (logs / "ddp-1.log").read_text()
+    shown = subprocess.run(["ti-slurm", "status", job.id], capture_output=True, text=True, check=False).stdout
+    assert "FAILED -> requeued" in shown and shown.count("(index 1) exited 1") >= 2
+    assert_nothing_left(out)
+
+
+def test_a_hung_rank_is_found_by_the_watchdog_with_its_stack(tmp_path: Path) -> None:
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    spec = training(tmp_path, 400, out, "--hang-rank 1 --fail-step 30", watchdog={"silence": 15})
+    job = ti_slurm.submit(spec)
+    wait_for_step(job, 20)
+    hung_at = time.monotonic()
+    final = job.wait(timeout=300)
+    assert time.monotonic() - hung_at < 15 + 30  # silence + a few seconds (and the follower's poll)
+    assert final.state is JobState.FAILED and final.reason.startswith("HUNG: node(s)")
+    hung_node = final.components[0].nodes[1]
+    assert hung_node in final.reason
+    log = (Path(job.job_dir) / "logs" / "ddp-1.log").read_text()
+    assert "hung: printed nothing for" in log
+    assert "most recent call first" in log and "resume.py" in log  # faulthandler's stack of the training
+    assert_nothing_left(out)
+
+
+def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
+    """Parameter servers are restarted with the workers; each worker resumes its count."""
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    worker = (
+        'f=$TI_SLURM_CHECKPOINT_DIR/$INDEX; n=$(cat "$f" 2>/dev/null || echo 0); '
+        'trap \'echo "$n" > "$f"; echo saved $n; exit 0\' USR2; '
+        "while [ $n -lt 60 ]; do n=$((n+1)); sleep 0.5; done; "
+        'echo "$INDEX done $n after $TI_SLURM_RESTART_COUNT restarts"'
+    )
+    spec = api_spec(
+        tmp_path,
+        mode="ps-worker",
+        partition="lowprio",
+        command=f'if [ "$TI_SLURM_ROLE" = ps ]; then exec {marker}; fi; {worker}',
+        ps={"nodes": 1},
+        worker={"nodes": 2},
+        restart={"max": 2},
+    )
+    job = ti_slurm.submit(spec)
+    deadline = time.monotonic() + 120
+    while job.status().state is not JobState.RUNNING and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(8)
+    subprocess.run(["sbatch", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"], check=True)
+    final = job.wait(timeout=600)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    logs = "\n".join(job.logs())
+    for index in (1, 2):  # the workers' INDEX (the ps is 0)
+        assert f"{index} done 60 after 1 restarts" in logs
+    saved = sorted((Path(job.job_dir) / "attempts" / "0" / "logs").glob("worker-*.log"))
+    assert saved and all("saved " in p.read_text() for p in saved)
+    assert_nothing_left(marker)
