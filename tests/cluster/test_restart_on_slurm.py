@@ -59,6 +59,14 @@ def wait_for_step(job: ti_slurm.Job, step: int, timeout: float = 180) -> None:
     raise AssertionError(f"job {job.id} did not reach step {step}: {log.read_text() if log.exists() else ''}")
 
 
+def preempt_lowprio() -> str:
+    """A job in the urgent partition that needs every node of lowprio: the lowprio jobs are preempted."""
+    return subprocess.run(
+        ["sbatch", "--parsable", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
 def assert_nothing_left(marker: str) -> None:
     deadline = time.monotonic() + 30
     while processes_matching(marker) and time.monotonic() < deadline:
@@ -89,10 +97,7 @@ def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
     job = ti_slurm.submit(training(tmp_path, 160, out, partition="lowprio", restart={"max": 2}))
     wait_for_step(job, 40)
-    urgent = subprocess.run(
-        ["sbatch", "--parsable", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    urgent = preempt_lowprio()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
@@ -177,7 +182,7 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     while job.status().state is not JobState.RUNNING and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(8)
-    subprocess.run(["sbatch", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"], check=True)
+    preempt_lowprio()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
@@ -187,3 +192,36 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     saved = sorted((Path(job.job_dir) / "attempts" / "0" / "logs").glob("worker-*.log"))
     assert saved and all("saved " in p.read_text() for p in saved)
     assert_nothing_left(marker)
+
+
+def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
+    """The head and the workers come back together; the driver resumes its count."""
+    pytest.importorskip("ray", reason="ray is not installed")
+    shutil.copy(ROOT / "examples" / "ray" / "resume.py", tmp_path / "resume.py")
+    spec = api_spec(
+        tmp_path,
+        mode="ray",
+        partition="lowprio",
+        workdir=str(tmp_path),
+        command="python resume.py 60",
+        rendezvous_timeout=120,
+        head={"cpus_per_node": 1},
+        worker_groups=[{"nodes": 1, "cpus_per_node": 1}],
+        restart={"max": 2},
+    )
+    job = ti_slurm.submit(spec)
+    head_log = Path(job.job_dir) / "logs" / "head-0.log"
+    deadline = time.monotonic() + 180
+    while not (head_log.exists() and "starts at 0" in head_log.read_text()) and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(8)
+    preempt_lowprio()
+    final = job.wait(timeout=600)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    assert "saved " in (Path(job.job_dir) / "attempts" / "0" / "logs" / "head-0.log").read_text()
+    log = head_log.read_text()
+    assert f"sum of squares below 60: {sum(i * i for i in range(60))} after 1 restarts" in log
+    assert "starts at 0" not in log
+    time.sleep(1)
+    assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []

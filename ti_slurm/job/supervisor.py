@@ -662,7 +662,10 @@ class Supervisor:
                     if launch.exit_code is None and launch.proc.poll() is not None:
                         launch.exit_code = exit_code(launch.proc.returncode)
                         self.launch_exit_event(launch)
-                if all(x.exit_code is not None for x in self.launches) or time.time() >= self.deadline:
+                # done once every node whose success the job needs has saved (parameter servers and Ray's
+                # worker daemons are then stopped, as at a normal end)
+                required = [x for x in self.launches if self.rule.is_required(x.component)]
+                if all(x.exit_code is not None for x in required) or time.time() >= self.deadline:
                     return self.interrupt
                 time.sleep(POLL_SECONDS)
                 continue
