@@ -114,7 +114,8 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                 if comp.name == ev.get("component"):
                     code = ev.get("exit_code")
                     comp.exit_code = code if isinstance(code, int) else None
-                    comp.node_exits.extend(r for r in ev.get("records") or [] if isinstance(r, dict))
+                    stopped = {"stopped": True} if ev.get("stopped") else {}  # ti-slurm stopped them: no failure
+                    comp.node_exits.extend(r | stopped for r in ev.get("records") or [] if isinstance(r, dict))
                     comp.state = "STOPPED" if ev.get("stopped") else ("COMPLETED" if code == 0 else "FAILED")
         elif kind == "end":
             state = JobState.from_slurm(str(ev.get("state", "")))
@@ -222,8 +223,8 @@ def format_status(status: JobStatus) -> str:
         for comp in status.components:
             code = "" if comp.exit_code is None else str(comp.exit_code)
             lines.append(f"  {comp.name:<10} {comp.state:<10} {code:<5} {compress(comp.nodes) if comp.nodes else '-'}")
-            for rec in comp.node_exits if comp.state != "STOPPED" else []:
-                if rec.get("exit_code") not in (0, None):
+            for rec in comp.node_exits:
+                if rec.get("exit_code") not in (0, None) and not rec.get("stopped"):
                     lines.append(
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
                         f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"

@@ -71,7 +71,10 @@ def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path) -> None:
     [
         ({"nodes": 128}, "128 nodes asked, partition debug has 4"),
         ({"nodes": 1, "gpus_per_node": 16}, "16 GPUs per node asked, no node of partition debug has more than 8"),
-        ({"nodes": 1, "partition": "nosuch"}, "partition 'nosuch' does not exist (partitions: debug, rdma)"),
+        (
+            {"nodes": 1, "partition": "nosuch"},
+            "partition 'nosuch' does not exist (partitions: debug, lowprio, rdma, urgent)",
+        ),
     ],
     ids=["nodes", "gpus", "partition"],
 )

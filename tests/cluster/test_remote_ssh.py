@@ -201,8 +201,8 @@ def test_missing_sbatch_and_rejected_job_are_one_line(tmp_path: Path, sshd: Sshd
     spec.write_text(f"mode: mpi\nnodes: 1\npartition: nosuch\ncommand: 'true'\noutput_dir: {tmp_path / 'out'}\n")
     err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
     assert err == (  # the partitions came from the waiting remote half: nothing was sent to sbatch
-        "ti-slurm: error: the job can never start: partition 'nosuch' does not exist (partitions: debug, rdma) "
-        "(nothing was submitted)"
+        "ti-slurm: error: the job can never start: partition 'nosuch' does not exist "
+        "(partitions: debug, lowprio, rdma, urgent) (nothing was submitted)"
     )
     spec.write_text(f"mode: mpi\nnodes: 1\nsbatch: {{constraint: nosuch}}\ncommand: 'true'\noutput_dir: {tmp_path}\n")
     err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))

@@ -225,3 +225,14 @@ def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
     assert "starts at 0" not in log
     time.sleep(1)
     assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []
+
+
+def test_a_requeue_slurm_refuses_ends_the_job_failed_with_its_reason(tmp_path: Path) -> None:
+    """As on a site with JobRequeue=0: here the job itself is made not requeueable (sbatch --no-requeue)."""
+    spec = api_spec(
+        tmp_path, mode="ddp", nodes=1, command="exit 3", restart={"max": 2, "on": ["failure"]},
+        sbatch={"no-requeue": True},
+    )  # fmt: skip
+    final = ti_slurm.submit(spec).wait(timeout=120)
+    assert final.state is JobState.FAILED and attempts(final) == [("FAILED", False)]
+    assert final.reason.startswith("ddp node node0") and "exited 3; Slurm refused to requeue the job: " in final.reason

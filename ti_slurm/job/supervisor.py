@@ -577,7 +577,7 @@ class Supervisor:
         exclude = sorted(set(self.lost_across_attempts()) | set(outcome.lost_nodes))
         refusal = self.launcher.control.requeue(exclude, already=outcome.requeued_by_slurm)
         if refusal:
-            outcome.requeue = False
+            outcome.requeue, outcome.state = False, JobState.FAILED
             outcome.reason = f"{outcome.reason}; Slurm refused to requeue the job: {refusal}"
             self.record_end(outcome)
 
