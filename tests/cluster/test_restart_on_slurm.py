@@ -236,3 +236,29 @@ def test_a_requeue_slurm_refuses_ends_the_job_failed_with_its_reason(tmp_path: P
     final = ti_slurm.submit(spec).wait(timeout=120)
     assert final.state is JobState.FAILED and attempts(final) == [("FAILED", False)]
     assert final.reason.startswith("ddp node node0") and "exited 3; Slurm refused to requeue the job: " in final.reason
+
+
+def test_only_the_failed_task_of_a_job_array_is_requeued(tmp_path: Path) -> None:
+    """The rendered script submitted by hand as a 2-task array: task 1 fails once and is requeued alone."""
+    command = 'if [ "$SLURM_ARRAY_TASK_ID" = 1 ] && [ "$TI_SLURM_RESTART_COUNT" = 0 ]; then exit 3; fi; echo ok'
+    spec = api_spec(tmp_path, mode="ddp", nodes=1, command=command, restart={"max": 1, "on": ["failure"]})
+    script = tmp_path / "job.sh"
+    script.write_text(ti_slurm.render(spec))
+    (tmp_path / "out").mkdir()
+    array = subprocess.run(
+        ["sbatch", "--parsable", "--array=0-1", str(script)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    deadline = time.monotonic() + 180
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(["squeue", "-h", "-j", array], capture_output=True, text=True, check=False).stdout.strip()
+    ):
+        time.sleep(1)
+    shown = {
+        task: subprocess.run(
+            ["scontrol", "-o", "show", "job", f"{array}_{task}"], capture_output=True, text=True, check=True
+        ).stdout
+        for task in (0, 1)
+    }
+    assert "JobState=COMPLETED" in shown[0] and "Restarts=0" in shown[0]
+    assert "JobState=COMPLETED" in shown[1] and "Restarts=1" in shown[1]
