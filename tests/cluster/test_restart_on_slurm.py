@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,19 @@ def preempt_lowprio() -> str:
         ["sbatch", "--parsable", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
+
+
+def preempted_once(job: ti_slurm.Job, running: Callable[[], bool]) -> JobStatus:
+    """Once ``running()`` holds, preempt the (lowprio) job; it must then complete in a second attempt."""
+    deadline = time.monotonic() + 180
+    while not running() and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(8)
+    preempt_lowprio()
+    final = job.wait(timeout=600)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    return final
 
 
 def assert_nothing_left(marker: str) -> None:
@@ -178,14 +192,7 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
         restart={"max": 2},
     )
     job = ti_slurm.submit(spec)
-    deadline = time.monotonic() + 120
-    while job.status().state is not JobState.RUNNING and time.monotonic() < deadline:
-        time.sleep(1)
-    time.sleep(8)
-    preempt_lowprio()
-    final = job.wait(timeout=600)
-    assert final.state is JobState.COMPLETED, final.reason
-    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    preempted_once(job, lambda: job.status().state is JobState.RUNNING)
     logs = "\n".join(job.logs())
     for index in (1, 2):  # the workers' INDEX (the ps is 0)
         assert f"{index} done 60 after 1 restarts" in logs
@@ -211,14 +218,7 @@ def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
     )
     job = ti_slurm.submit(spec)
     head_log = Path(job.job_dir) / "logs" / "head-0.log"
-    deadline = time.monotonic() + 180
-    while not (head_log.exists() and "starts at 0" in head_log.read_text()) and time.monotonic() < deadline:
-        time.sleep(1)
-    time.sleep(8)
-    preempt_lowprio()
-    final = job.wait(timeout=600)
-    assert final.state is JobState.COMPLETED, final.reason
-    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    preempted_once(job, lambda: head_log.exists() and "starts at 0" in head_log.read_text())
     assert "saved " in (Path(job.job_dir) / "attempts" / "0" / "logs" / "head-0.log").read_text()
     log = head_log.read_text()
     assert f"sum of squares below 60: {sum(i * i for i in range(60))} after 1 restarts" in log
