@@ -187,6 +187,19 @@ def test_sigterm_after_slurm_requeued_a_preempted_job_is_not_a_cancel(tmp_path: 
     assert control.requeued == [([], True)]  # Slurm already requeued it: nothing to ask
 
 
+def test_sigterm_at_preemption_gives_the_grace_time_to_save_then_requeues(tmp_path: Path) -> None:
+    """Sites without preempt_send_user_signal: Slurm sends SIGTERM to every process at preemption."""
+    control = FakeControl({"Restarts": "0", "PreemptTime": "2026-11-30T08:00:00", "EndTime": "Unknown"})
+    plan = plan_of(checkpoint_signal="USR2", signal_before=120)
+    supervisor, launcher = supervise(plan, tmp_path, {"ddp-0": (0, 20), "ddp-1": (0, 20)}, control)
+    supervisor._cancel_signal = signal.SIGTERM
+    outcome = supervisor.run()
+    assert (outcome.state, outcome.cause, outcome.requeue) == (JobState.PREEMPTED, "preempt", True)
+    assert launcher.signalled == [] and launcher.stopped == []  # Slurm signalled the nodes; they saved and exited
+    assert control.requeued == [([], False)]
+    assert [e["event"] for e in events(tmp_path)][:2] == ["start", "signal"]
+
+
 def test_sigterm_without_a_requeue_is_a_cancel(tmp_path: Path) -> None:
     control = FakeControl({"Restarts": "0", "PreemptTime": "None"})
     supervisor, _ = supervise(plan_of(), tmp_path, {"ddp-0": (None, 0)}, control)

@@ -393,13 +393,12 @@ class Supervisor:
 
     def run(self) -> Outcome:
         os.makedirs(self.paths.root, exist_ok=True)
-        earlier = self.close_earlier_attempt()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
         if self.plan.checkpoint_signal:
             signal.signal(getattr(signal, f"SIG{self.plan.checkpoint_signal}"), self._on_checkpoint_signal)
         try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
-            refused = self.restart_refused(earlier)
+            refused = self.restart_refused(self.close_earlier_attempt())
             if refused is not None:
                 outcome = refused
             else:
@@ -603,9 +602,14 @@ class Supervisor:
     def _on_checkpoint_signal(self, signum: int, frame: FrameType | None) -> None:
         self._checkpoint_signal = signum
 
-    def begin_interrupt(self, signum: int) -> None:
-        """The checkpoint signal came: why (time limit or preemption), until when, and pass it to every node."""
-        job = self.launcher.control.show_job() if self.launcher.control else {}
+    def begin_interrupt(self, signum: int, job: dict[str, str] | None = None) -> None:
+        """The checkpoint signal came: why (time limit or preemption), until when, and pass it to every node.
+
+        ``job`` (Slurm's view, when already asked) with SIGTERM: a preemption on a site that sends SIGTERM
+        to every process instead of the job's signal; the nodes have it already, from Slurm.
+        """
+        if job is None:
+            job = self.launcher.control.show_job() if self.launcher.control else {}
         preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
         cause = "preempt" if preempted else "timeout"
         end_time = slurm_time(job.get("EndTime", ""))
@@ -613,23 +617,30 @@ class Supervisor:
             self.deadline = end_time - self.plan.stop_grace - REQUEUE_MARGIN
         else:  # the limit is at least signal.before away (Slurm may signal up to a minute early)
             self.deadline = time.time() + max(self.plan.signal_before - self.plan.stop_grace - REQUEUE_MARGIN, 0)
+        name = signal.Signals(signum).name
         what = "the job was preempted" if preempted else "the time limit is near"
-        self.interrupt = Outcome(CAUSE_STATES[cause], f"{what}: every node got SIG{self.plan.checkpoint_signal}")
+        self.interrupt = Outcome(CAUSE_STATES[cause], f"{what}: every node got {name}")
         self.interrupt.cause = cause
-        self.event("signal", signal=self.plan.checkpoint_signal, cause=cause, deadline=round(self.deadline, 3))
-        self.say(f"{what}: passing SIG{self.plan.checkpoint_signal} to every node's command")
+        self.event("signal", signal=name.removeprefix("SIG"), cause=cause, deadline=round(self.deadline, 3))
         for launch in self.launches:
             if launch.exit_code is None:
                 launch.stopping = True  # its exit is the checkpoint's end, not a failure
-                self.launcher.pass_signal(launch, signum)
+                if signum != signal.SIGTERM:
+                    self.launcher.pass_signal(launch, signum)
+        self.say(f"{what}: every node's command got {name}")
 
-    def interrupted_by_slurm(self) -> Outcome:
-        """SIGTERM on a job that may restart: Slurm requeued it (preemption, node failure), or it was cancelled."""
+    def interrupted_by_slurm(self) -> Outcome | None:
+        """SIGTERM on a job that may restart: Slurm requeued it (preemption, node failure), or it is being
+        preempted where the site sends SIGTERM instead of the job's signal (then None: its commands save
+        in the grace time, as with the signal), or it was cancelled."""
         job = self.launcher.control.show_job() if self.launcher.control else {}
         restarts = job.get("Restarts", "")
         if not (restarts.isdigit() and int(restarts) > self.attempt):
-            if self.interrupt is not None and self.interrupt.cause == "timeout" and time.time() >= self.deadline:
-                return self.interrupt  # the time limit came before the commands were done saving
+            if self.interrupt is not None:
+                return self.interrupt  # the time limit or the preemption's grace time came first
+            if job.get("PreemptTime", "None") not in ("None", "", "Unknown"):
+                self.begin_interrupt(signal.SIGTERM, job)
+                return None
             name = signal.Signals(self._cancel_signal or signal.SIGTERM).name
             return Outcome(JobState.CANCELLED, f"received signal {name}")
         preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
@@ -654,9 +665,12 @@ class Supervisor:
             if self._checkpoint_signal is not None and self.interrupt is None:
                 self.begin_interrupt(self._checkpoint_signal)
             if self._cancel_signal is not None:
-                if may_restart:
-                    return self.interrupted_by_slurm()
-                return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
+                if not may_restart:
+                    return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
+                outcome = self.interrupted_by_slurm()
+                if outcome is not None:
+                    return outcome
+                self._cancel_signal = None  # preempted: the grace time to save; a second SIGTERM ends it
             if self.interrupt is not None:  # saving: exits are expected; the attempt ends when all are done
                 for launch in self.launches:
                     if launch.exit_code is None and launch.proc.poll() is not None:
@@ -698,7 +712,7 @@ class Supervisor:
         if self._cancel_signal is None:
             return outcome
         if self.may_restart:
-            return self.interrupted_by_slurm()
+            return self.interrupted_by_slurm() or self.interrupt or outcome
         return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal).name}")
 
     def _settle_background_exit(self) -> None:
