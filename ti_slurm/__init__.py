@@ -28,6 +28,7 @@ _LAZY = {
     "Job": "ti_slurm.client",
     "JobStatus": "ti_slurm.status",
     "ComponentStatus": "ti_slurm.status",
+    "AttemptStatus": "ti_slurm.status",
     "JobState": "ti_slurm.job.states",
     "JobSpec": "ti_slurm.spec",
     "JobPlan": "ti_slurm.job.plan",
@@ -40,6 +41,7 @@ _LAZY = {
     "UnknownJobError": "ti_slurm.errors",
 }
 __all__ = [
+    "AttemptStatus",
     "BackendError",
     "ComponentStatus",
     "ConfigError",
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
     from ti_slurm.job.plan import JobPlan
     from ti_slurm.job.states import JobState
     from ti_slurm.spec import JobSpec
-    from ti_slurm.status import ComponentStatus, JobStatus
+    from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
 
 
 def __getattr__(name: str) -> object:
