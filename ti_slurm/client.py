@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
 from ti_slurm.errors import ConfigError, SpecError, UnknownJobError
-from ti_slurm.job.paths import JobPaths, node_label
+from ti_slurm.job.paths import JobPaths, node_label, parse_events
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.states import JobState
 from ti_slurm.spec import JobSpec, load_spec, parse_spec
-from ti_slurm.status import JobStatus, job_status, parse_events
+from ti_slurm.status import JobStatus, job_status
 
 if TYPE_CHECKING:
     from ti_slurm.backends.ssh import SSHBackend

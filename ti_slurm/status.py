@@ -75,19 +75,6 @@ class JobStatus:
         return json.dumps(self.as_dict(), indent=2)
 
 
-def parse_events(text: str | None) -> list[dict[str, Any]]:
-    """The events of a ``status.jsonl`` text; a line being written right now is skipped."""
-    events = []
-    for line in (text or "").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | None) -> JobStatus:
     """Combine the job's events and its queue entry (``None`` when no longer queued).
 
@@ -95,7 +82,6 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     A requeued job's events hold every attempt; the components are the latest's.
     """
     status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
-    requeued: AttemptStatus | None = None  # the latest attempt ended, and the job goes on
     for ev in own_events(job, events):
         kind = ev.get("event")
         if kind == "start":
@@ -105,7 +91,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                 for c in ev.get("components") or []
                 if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
             ]
-            status.state, status.reason, status.failed, requeued = JobState.RUNNING, "", {}, None
+            status.state, status.reason, status.failed = JobState.RUNNING, "", {}
             attempt = _attempt(status, ev)
             attempt.started = _number(ev.get("time"))
             attempt.nodes = [n for c in status.components for n in c.nodes]
@@ -127,13 +113,11 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
             failed = ev.get("failed")
             status.failed = failed if isinstance(failed, dict) else {}
-            requeued = attempt if attempt.requeued else None
-            status.state = JobState.PENDING if requeued else state
-            status.reason = attempt.reason
-            if not requeued and len(status.attempts) > 1:
+            status.state, status.reason = state, attempt.reason
+            if not attempt.requeued and len(status.attempts) > 1:
                 status.reason += f" (after {len(status.attempts)} attempts)"
-    if requeued is not None:
-        return _requeued_status(status, requeued, queued)
+    if status.attempts and status.attempts[-1].requeued:  # the latest attempt ended, and the job goes on
+        return _requeued_status(status, status.attempts[-1], queued)
     if not status.state.is_terminal:
         if queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it
             status.state = queued.state

@@ -121,11 +121,19 @@ def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     assert_nothing_left(out)
 
 
-def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "index",
+    [1, 0],
+    ids=[
+        "another node: the supervisor requeues the job",
+        "the batch node: the supervisor dies with it, Slurm requeues the job, the next attempt records the loss",
+    ],
+)
+def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, index: int) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
     job = ti_slurm.submit(training(tmp_path, 160, out, restart={"max": 2}))
     wait_for_step(job, 40)
-    lost = job.status().components[0].nodes[1]  # not the batch step's node
+    lost = job.status().components[0].nodes[index]  # node 0 runs the batch step, and so the supervisor
     subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
     try:
         final = job.wait(timeout=600)
@@ -136,24 +144,6 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path) -> None:
     assert final.attempts[0].lost_nodes == [lost] and lost in final.attempts[0].reason
     assert lost not in final.attempts[1].nodes
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
-    assert_nothing_left(out)
-
-
-def test_a_job_that_loses_its_batch_node_is_requeued_by_slurm_and_the_loss_recorded(tmp_path: Path) -> None:
-    """The supervisor dies with its node: Slurm requeues the job, and the next attempt records the loss."""
-    out = f"model-{uuid.uuid4().hex[:8]}.json"
-    job = ti_slurm.submit(training(tmp_path, 120, out, restart={"max": 2}))
-    wait_for_step(job, 20)
-    lost = job.status().components[0].nodes[0]  # runs the batch step, and so the supervisor
-    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
-    try:
-        final = job.wait(timeout=600)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
-    assert final.state is JobState.COMPLETED, final.reason
-    assert attempts(final) == [("NODE_FAIL", True), ("COMPLETED", False)]
-    assert final.attempts[0].lost_nodes == [lost] and lost not in final.attempts[1].nodes
-    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 120)
     assert_nothing_left(out)
 
 

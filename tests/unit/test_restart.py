@@ -13,7 +13,7 @@ from supervisor_fakes import FakeLauncher, events
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.errors import SpecError
-from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.paths import JobPaths, parse_events
 from ti_slurm.job.plan import Component, JobPlan
 from ti_slurm.job.restart import parse_node_states, parse_show_job, requeue_target, should_requeue, unreachable
 from ti_slurm.job.states import JobState
@@ -21,7 +21,7 @@ from ti_slurm.job.supervisor import Supervisor
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
 from ti_slurm.spec import parse_spec
-from ti_slurm.status import format_status, job_status, parse_events, recorded_end
+from ti_slurm.status import format_status, job_status, recorded_end
 
 
 class FakeControl:

@@ -132,9 +132,8 @@ def prepare_node(
     """This node's contract, its files written, and the command's full environment."""
     os.makedirs(job_dir, exist_ok=True)
     contract = node_contract(plan, environ, component, job_dir)
-    for key in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_HEARTBEAT_FILE"):
-        path = contract.env[key]
-        os.makedirs(path if key == "TI_SLURM_CHECKPOINT_DIR" else os.path.dirname(path), exist_ok=True)
+    os.makedirs(contract.env["TI_SLURM_CHECKPOINT_DIR"], exist_ok=True)
+    os.makedirs(os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]), exist_ok=True)
     prepare_files(plan, contract, job_dir)
     return contract, apply(contract, environ, plan.env)
 

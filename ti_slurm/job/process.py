@@ -109,7 +109,7 @@ def run_command(
     saving: set[int] = set()  # the processes that got the checkpoint signal
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
-        pids = {proc.pid, *descendants(proc.pid)}
+        pids = {proc.pid, *process_tree(proc.pid)}
         saving.update(pids)
         signal_group(proc.pid, signum)
         for pid in pids:
@@ -167,36 +167,31 @@ def signal_pid(pid: int, signum: int) -> None:
         pass
 
 
-def process_table() -> dict[int, tuple[int, int]]:
-    """Every process's (parent pid, process group), from ``/proc``."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(") ", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            table[int(entry)] = (int(fields[1]), int(fields[2]))
-    return table
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, pgrp, ...); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
-def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs, down the tree."""
+def process_tree(pid: int) -> list[int]:
+    """Process ``pid``'s group and every process it started, down the tree (also in sessions of their own)."""
     children: dict[int, list[int]] = {}
-    for child, (parent, _) in process_table().items():
-        children.setdefault(parent, []).append(child)
-    found, todo = [], list(children.get(pid, []))
+    found = set()
+    for entry in os.listdir("/proc"):
+        fields = _stat(entry) if entry.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            if int(fields[2]) == pid:
+                found.add(int(entry))
+    todo = list(children.get(pid, []))
     while todo:
         child = todo.pop()
-        found.append(child)
+        found.add(child)
         todo.extend(children.get(child, []))
-    return found
-
-
-def group_members(pgid: int) -> list[int]:
-    """The processes of process group ``pgid``."""
-    return [pid for pid, (_, group) in process_table().items() if group == pgid]
+    return sorted(found)
 
 
 _early_signals: set[int] = set()
@@ -237,11 +232,8 @@ def start_time(pid: int) -> str | None:
 
     A pid together with its start time names one process: a pid alone may be reused.
     """
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(") ", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = _stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def alive(pid: int) -> bool:
@@ -252,8 +244,5 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return True
+    fields = _stat(pid)
+    return fields is None or fields[0] != "Z"  # a stat we cannot read: it exists (kill said so)

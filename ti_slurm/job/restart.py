@@ -64,6 +64,11 @@ def unreachable(state: str) -> bool:
     return state.endswith("*") or state.rstrip("*~#!%$@^-").split("+")[0] in UNREACHABLE_STATES
 
 
+def preempted(job: Mapping[str, str]) -> bool:
+    """Whether ``scontrol show job`` says the job is being (or was) preempted."""
+    return job.get("PreemptTime", "None") not in ("None", "", "Unknown")
+
+
 def parse_node_states(text: str) -> dict[str, str]:
     """``sinfo -h -N -o '%N %T'`` lines as name -> state."""
     states = {}

@@ -50,10 +50,10 @@ from typing import Protocol
 from ti_slurm.job import main
 from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.paths import JobPaths
+from ti_slurm.job.paths import JobPaths, parse_events
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import exit_code, start_group, terminate
-from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, should_requeue
+from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, preempted, should_requeue
 from ti_slurm.job.states import JobState
 from ti_slurm.job.watch import ALIVE_EVERY, LOST_AFTER, last_output, mtime, step_alive_file
 
@@ -247,6 +247,7 @@ class Supervisor:
         self.attempt = launcher.restart_count
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
+        self.earlier_lost: list[str] = []  # the nodes earlier attempts lost (kept out of the next one)
 
     # -- status file ---------------------------------------------------
     def event(self, kind: str, **data: object) -> None:
@@ -259,18 +260,10 @@ class Supervisor:
         """This submission's events so far (earlier attempts of a requeued job)."""
         try:
             with open(self.paths.status, encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
+                events = parse_events(fh.read())
         except OSError:
             return []
-        events = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("submission") == self.plan.submission:
-                events.append(event)
-        return events
+        return [e for e in events if e.get("submission") == self.plan.submission]
 
     def node_records(self) -> list[dict[str, object]]:
         folder = self.paths.nodes_dir
@@ -449,6 +442,9 @@ class Supervisor:
         batch node was lost, or Slurm killed it), or None on a first attempt.
         """
         events = self.earlier_events()
+        for e in events:
+            lost_earlier = e.get("lost_nodes") if e.get("event") == "end" else None
+            self.earlier_lost += [str(n) for n in lost_earlier] if isinstance(lost_earlier, list) else []
         starts = [e for e in events if e.get("event") == "start"]
         if not starts:
             shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # a first attempt starts clean
@@ -489,6 +485,7 @@ class Supervisor:
             self.event("end", failed={}, **end)
         finally:
             self.attempt = saved
+        self.earlier_lost += lost
         return end
 
     def restart_refused(self, earlier: dict[str, object] | None) -> Outcome | None:
@@ -540,25 +537,19 @@ class Supervisor:
     def lost_nodes(self, records: list[dict[str, object]]) -> list[str]:
         """Nodes whose step left no exit record and stopped touching its liveness file (or Slurm says: down)."""
         recorded = {(r.get("component"), r.get("index")) for r in records}
-        silent: list[str] = []
+        silent, missing = set(), []
         now = time.time()
         for launch in self.launches:
             names = self.launcher.node_names(launch.component_index)
             for i in launch.nodes:
-                if (launch.component, i) in recorded:
+                if (launch.component, i) in recorded or i >= len(names):
                     continue
+                missing.append(names[i])
                 alive = mtime(step_alive_file(self.paths, launch.component, i))
-                if alive and now - alive > LOST_AFTER and i < len(names):
-                    silent.append(names[i])
-        missing = [
-            names[i]
-            for launch in self.launches
-            for names in [self.launcher.node_names(launch.component_index)]
-            for i in launch.nodes
-            if (launch.component, i) not in recorded and i < len(names)
-        ]
+                if alive and now - alive > LOST_AFTER:
+                    silent.add(names[i])
         down = self.launcher.control.unreachable_nodes(missing) if missing and self.launcher.control else []
-        return sorted(set(silent) | set(down))
+        return sorted(silent | set(down))
 
     def decide_requeue(self, outcome: Outcome) -> None:
         """Whether the attempt goes on in a next one (then its end is recorded as requeued)."""
@@ -582,10 +573,7 @@ class Supervisor:
 
     def lost_across_attempts(self) -> list[str]:
         """Every node an earlier attempt lost, and the user's own ``sbatch: {exclude: ...}`` (kept excluded)."""
-        nodes = []
-        for e in self.earlier_events():
-            lost = e.get("lost_nodes") if e.get("event") == "end" else None
-            nodes += [str(n) for n in lost] if isinstance(lost, list) else []
+        nodes = list(self.earlier_lost)
         own = self.plan.sbatch.get("exclude")
         if isinstance(own, str) and own:
             from ti_slurm.job.hostlist import expand
@@ -610,15 +598,14 @@ class Supervisor:
         """
         if job is None:
             job = self.launcher.control.show_job() if self.launcher.control else {}
-        preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
-        cause = "preempt" if preempted else "timeout"
+        cause = "preempt" if preempted(job) else "timeout"
         end_time = slurm_time(job.get("EndTime", ""))
         if end_time is not None:
             self.deadline = end_time - self.plan.stop_grace - REQUEUE_MARGIN
         else:  # the limit is at least signal.before away (Slurm may signal up to a minute early)
             self.deadline = time.time() + max(self.plan.signal_before - self.plan.stop_grace - REQUEUE_MARGIN, 0)
         name = signal.Signals(signum).name
-        what = "the job was preempted" if preempted else "the time limit is near"
+        what = "the job was preempted" if cause == "preempt" else "the time limit is near"
         self.interrupt = Outcome(CAUSE_STATES[cause], f"{what}: every node got {name}")
         self.interrupt.cause = cause
         self.event("signal", signal=name.removeprefix("SIG"), cause=cause, deadline=round(self.deadline, 3))
@@ -638,14 +625,13 @@ class Supervisor:
         if not (restarts.isdigit() and int(restarts) > self.attempt):
             if self.interrupt is not None:
                 return self.interrupt  # the time limit or the preemption's grace time came first
-            if job.get("PreemptTime", "None") not in ("None", "", "Unknown"):
+            if preempted(job):
                 self.begin_interrupt(signal.SIGTERM, job)
                 return None
             name = signal.Signals(self._cancel_signal or signal.SIGTERM).name
             return Outcome(JobState.CANCELLED, f"received signal {name}")
-        preempted = job.get("PreemptTime", "None") not in ("None", "", "Unknown")
-        lost = [] if preempted else self.lost_nodes(self.node_records())
-        if preempted:
+        lost = [] if preempted(job) else self.lost_nodes(self.node_records())
+        if preempted(job):
             outcome = Outcome(JobState.PREEMPTED, "the job was preempted; Slurm requeued it", cause="preempt")
         elif lost:
             outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost; Slurm requeued the job")
@@ -673,9 +659,7 @@ class Supervisor:
                 self._cancel_signal = None  # preempted: the grace time to save; a second SIGTERM ends it
             if self.interrupt is not None:  # saving: exits are expected; the attempt ends when all are done
                 for launch in self.launches:
-                    if launch.exit_code is None and launch.proc.poll() is not None:
-                        launch.exit_code = exit_code(launch.proc.returncode)
-                        self.launch_exit_event(launch)
+                    self.reaped(launch)
                 # done once every node whose success the job needs has saved (parameter servers and Ray's
                 # worker daemons are then stopped, as at a normal end)
                 required = [x for x in self.launches if self.rule.is_required(x.component)]
@@ -684,13 +668,8 @@ class Supervisor:
                 time.sleep(POLL_SECONDS)
                 continue
             for launch in self.launches:
-                if launch.exit_code is not None:
+                if not self.reaped(launch):
                     continue
-                code = launch.proc.poll()
-                if code is None:
-                    continue
-                launch.exit_code = exit_code(code)
-                self.launch_exit_event(launch)
                 if not self.rule.is_required(launch.component) and not launch.stopping:
                     self._settle_background_exit()
                 outcome = self.judge(launch)
@@ -699,6 +678,14 @@ class Supervisor:
                         self.stop_running()
                     return self._cancelled_meanwhile(outcome)
             time.sleep(POLL_SECONDS)
+
+    def reaped(self, launch: Launch) -> bool:
+        """Whether ``launch`` has just exited (then its exit is recorded)."""
+        if launch.exit_code is not None or launch.proc.poll() is None:
+            return False
+        launch.exit_code = exit_code(launch.proc.returncode)
+        self.launch_exit_event(launch)
+        return True
 
     def _cancelled_meanwhile(self, outcome: Outcome) -> Outcome:
         """A node killed by a signal may be the first sign of a cancel: ``scancel`` signals every step

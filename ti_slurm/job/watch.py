@@ -1,6 +1,6 @@
 """What each node's step watches while its command runs: its own liveness, and silence.
 
-- Liveness: the step touches ``heartbeat/<component>-<n>.step`` every
+- Liveness: the step rewrites ``heartbeat/<component>-<n>.step`` every
   :data:`ALIVE_EVERY` seconds. A node whose step stopped touching it and left
   no exit record was lost (its node, or its step, died): the supervisor tells
   that from a failed command without waiting for Slurm's ``SlurmdTimeout``.
@@ -43,13 +43,6 @@ def last_output(path: str) -> float | None:
         return None
 
 
-def touch(path: str) -> None:
-    try:
-        os.utime(path)
-    except FileNotFoundError:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
-
-
 def mtime(path: str) -> float:
     try:
         return os.stat(path).st_mtime
@@ -72,30 +65,24 @@ class NodeWatch:
         self.error = ""  # why the command was stopped, once it was
 
     def mark_alive(self, text: str) -> None:
+        """Rewrite the liveness file (its time says the step is alive; ``text``: when the command last wrote)."""
         try:
-            if text:
-                fd = os.open(self.alive_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                os.write(fd, text.encode())
-                os.close(fd)
-            else:
-                touch(self.alive_file)
+            fd = os.open(self.alive_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            os.write(fd, text.encode())
+            os.close(fd)
         except OSError:
             pass  # the record of liveness matters less than the command
 
     def tick(self, pgid: int) -> int | None:
-        """Touch the liveness file when due; return :data:`HUNG_EXIT` once the command is found hung."""
+        """Mark the step alive when due; return :data:`HUNG_EXIT` once the command is found hung."""
         now = time.time()
-        due = now - self.touched >= ALIVE_EVERY
-        if due:
+        watching = bool(self.silence) and not self.error
+        last = max(self.started, *(mtime(path) for path in self.watched if path)) if watching else now
+        if now - self.touched >= ALIVE_EVERY:
             self.touched = now
-        if not self.silence or self.error:
-            if due:
-                self.mark_alive("")
-            return None
-        last = max(self.started, *(mtime(path) for path in self.watched if path))
-        if due:
-            self.mark_alive(f"{last:.3f}\n")  # when the command last wrote: the supervisor names every silent node
-        if now - last < self.silence:
+            # with the watchdog, when the command last wrote: the supervisor names every silent node
+            self.mark_alive(f"{last:.3f}\n" if watching else "")
+        if not watching or now - last < self.silence:
             return None
         self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
         import sys
@@ -112,9 +99,9 @@ def dump_stacks(pgid: int) -> None:
     import signal
     import subprocess
 
-    from ti_slurm.job.process import descendants, group_members
+    from ti_slurm.job.process import process_tree
 
-    pids = sorted({*group_members(pgid), *descendants(pgid)})  # torch's launcher puts its workers in new sessions
+    pids = process_tree(pgid)  # torch's launcher puts its workers in sessions of their own
     py_spy = shutil.which("py-spy")
     for pid in pids:
         try:
