@@ -104,8 +104,6 @@ def plan_job(
     else:
         workdir = os.path.abspath(spec.workdir or os.getcwd())
         updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": workdir}
-        if spec.checkpoint_dir:
-            updates["checkpoint_dir"] = os.path.join(workdir, spec.checkpoint_dir)
         if not os.path.isdir(workdir):
             raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
         site = site or load_site_config()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -232,3 +233,22 @@ def test_node_list_over_the_exec_limit_is_named_before_exec() -> None:
     env = single("a-very-long-node-name-in-rack[0001-9000]", 5)
     with pytest.raises(ContractError, match=r"NODE_LIST would be \d+ bytes"):
         node_contract(plan, {**env, "TI_SLURM_NODE_ADDR": "10.0.0.1"}, 0, "/jd")
+
+
+@pytest.mark.parametrize(
+    ("workdir", "checkpoint_dir", "expected"),
+    [
+        ("/work/code", "ckpt", "/work/code/ckpt"),  # a local submission: the workdir is absolute
+        ("code", "ckpt", "{cwd}/ckpt"),  # a remote one: the batch script went to code/; the node runs there
+        ("code", "/scratch/ckpt", "/scratch/ckpt"),
+        (None, None, "/jd/checkpoint"),
+    ],
+)
+def test_the_checkpoint_directory_is_the_same_wherever_the_workdir_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workdir: str | None, checkpoint_dir: str | None, expected: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    doc: dict[str, object] = {"mode": "ddp", "nodes": 2, "workdir": workdir, "checkpoint_dir": checkpoint_dir}
+    plan = plan_of(doc)
+    env = node_contract(plan, single("gpu[001-002]", 1), 0, "/jd").env
+    assert env["TI_SLURM_CHECKPOINT_DIR"] == expected.format(cwd=tmp_path)

@@ -317,12 +317,17 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
 
 
 def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
-    """TI_SLURM_CHECKPOINT_DIR: the spec's directory (relative to the workdir), else ``<job dir>/checkpoint``."""
+    """TI_SLURM_CHECKPOINT_DIR: the spec's directory (relative to the workdir), else ``<job dir>/checkpoint``.
+
+    A relative workdir (a remote submission's, from the login's home) is where the batch script went, and
+    so every node's step's own working directory.
+    """
     from ti_slurm.job.paths import JobPaths
 
     if not plan.checkpoint_dir:
         return JobPaths(job_dir).checkpoint_dir
-    return os.path.join(plan.workdir or os.getcwd(), plan.checkpoint_dir)
+    workdir = plan.workdir if plan.workdir and os.path.isabs(plan.workdir) else os.getcwd()
+    return os.path.join(workdir, plan.checkpoint_dir)
 
 
 def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
