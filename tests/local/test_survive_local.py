@@ -13,7 +13,7 @@ import pytest
 
 import ti_slurm
 from tests.conftest import api_spec as spec
-from tests.conftest import processes_matching
+from tests.conftest import processes_matching, run_cli
 from ti_slurm import JobState
 
 pytestmark = pytest.mark.usefixtures("own_registry")
@@ -65,3 +65,11 @@ def test_the_signal_reaches_the_whole_process_tree_of_every_node(tmp_path: Path)
         lines = list(job.logs(node=n))
         assert "child saved" in lines and "parent saved" in lines
     assert processes_matching(marker) == []
+
+
+def test_logs_of_an_attempt_the_job_never_had_is_one_line(tmp_path: Path) -> None:
+    job = ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=1, command="echo hi"), backend="local")
+    assert job.wait(timeout=60).state is JobState.COMPLETED
+    res = run_cli("logs", job.id, "--attempt", "3")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"ti-slurm: error: attempt: 3: job {job.id} has no such attempt (attempts: 0)\n"
