@@ -76,6 +76,9 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
+TREE_EVERY = 2.0  # seconds between looks at a command's process tree, when it may get the checkpoint signal
+
+
 def run_command(
     command: str,
     env: Mapping[str, str],
@@ -107,12 +110,21 @@ def run_command(
     kill_at: float | None = None
     forced: int | None = None
     saving: set[int] = set()  # the processes that got the checkpoint signal
+    # The command's processes as last seen (pid -> start time, so a reused pid is never signalled).
+    # Slurm signals every process of the step at once, so torch's launcher may die of the signal before
+    # it reaches this handler: its workers, in sessions of their own, are then no longer in its tree,
+    # but they are in this record of it.
+    seen: dict[int, str | None] = {}
+    next_look = 0.0
+
+    def look() -> None:
+        seen.update({pid: start_time(pid) for pid in process_tree(proc.pid)})
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
-        pids = {proc.pid, *process_tree(proc.pid)}
-        saving.update(pids)
+        look()
+        saving.update(pid for pid, started in seen.items() if started is not None and start_time(pid) == started)
         signal_group(proc.pid, signum)
-        for pid in pids:
+        for pid in saving:
             signal_pid(pid, signum)
 
     for signum in forward:
@@ -144,6 +156,10 @@ def run_command(
                 code = proc.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
+                if forward and time.monotonic() >= next_look:
+                    seen.clear()  # the gone ones: their pids may be reused
+                    look()
+                    next_look = time.monotonic() + TREE_EVERY
                 if kill_at is not None and time.monotonic() > kill_at:
                     kill_all()
                 if guard is not None and forced is None:
