@@ -200,6 +200,27 @@ def test_sigterm_at_preemption_gives_the_grace_time_to_save_then_requeues(tmp_pa
     assert [e["event"] for e in events(tmp_path)][:2] == ["start", "signal"]
 
 
+def test_slurm_ending_a_preemptions_grace_time_requeues_as_that_preemption(tmp_path: Path) -> None:
+    """The commands did not finish saving in the grace time: Slurm requeued the job (Restarts grew, and
+    PreemptTime is reset by then): still the preemption, and recorded as requeued."""
+    plan = plan_of(checkpoint_signal="USR2", signal_before=120)
+    control = FakeControl({"Restarts": "0", "PreemptTime": "2026-11-30T08:00:00", "EndTime": "Unknown"})
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (None, 0), "ddp-1": (None, 0)}, control)
+    supervisor._checkpoint_signal = signal.SIGUSR2
+    original = supervisor.begin_interrupt
+
+    def then_slurm_requeues(signum: int, job: dict[str, str] | None = None) -> None:
+        original(signum, job)
+        control.job = {"Restarts": "1", "PreemptTime": "None"}
+        supervisor._cancel_signal = signal.SIGTERM
+
+    supervisor.begin_interrupt = then_slurm_requeues  # type: ignore[method-assign]
+    outcome = supervisor.run()
+    assert (outcome.state, outcome.cause, outcome.requeued_by_slurm) == (JobState.PREEMPTED, "preempt", True)
+    end = events(tmp_path)[-1]
+    assert (end["state"], end["requeue"]) == ("PREEMPTED", True)
+
+
 def test_sigterm_without_a_requeue_is_a_cancel(tmp_path: Path) -> None:
     control = FakeControl({"Restarts": "0", "PreemptTime": "None"})
     supervisor, _ = supervise(plan_of(), tmp_path, {"ddp-0": (None, 0)}, control)

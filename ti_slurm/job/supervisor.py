@@ -426,7 +426,9 @@ class Supervisor:
         return outcome
 
     def record_end(self, outcome: Outcome) -> None:
-        extra: dict[str, object] = {"cause": outcome.cause, "requeue": outcome.requeue} if outcome.cause else {}
+        extra: dict[str, object] = {}
+        if outcome.cause or outcome.requeue:  # a requeued attempt is not the job's end, whatever its cause
+            extra = {"cause": outcome.cause, "requeue": outcome.requeue}
         if outcome.lost_nodes:
             extra["lost_nodes"] = outcome.lost_nodes
         try:
@@ -630,6 +632,9 @@ class Supervisor:
                 return None
             name = signal.Signals(self._cancel_signal or signal.SIGTERM).name
             return Outcome(JobState.CANCELLED, f"received signal {name}")
+        if self.interrupt is not None:  # the preemption (or time limit) whose grace time Slurm ended
+            self.interrupt.requeued_by_slurm = True
+            return self.interrupt
         lost = [] if preempted(job) else self.lost_nodes(self.node_records())
         if preempted(job):
             outcome = Outcome(JobState.PREEMPTED, "the job was preempted; Slurm requeued it", cause="preempt")

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from ti_slurm.job.contract import NodeContext
     from ti_slurm.job.node import NodeRun
-    from ti_slurm.job.plan import Component
+    from ti_slurm.job.plan import Component, JobPlan
     from ti_slurm.spec import JobSpec
 
 MAX_WORKER_GROUPS = 5  # the TI platform allows at most 5 worker groups
@@ -121,10 +121,12 @@ class Ray(Mode):
                 run.record(124)
                 return 124
             try:
-                return run.run_command(_join(ray_start_args(env, head=False, ray=ray)))
+                return run.run_command(_deaf(plan, ray_start_args(env, head=False, ray=ray)))
             finally:
                 shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
-        head = start_group(ray_start_args(env, head=True, ray=ray), env, plan.workdir or None)
+        head = start_group(
+            ["/bin/bash", "-c", _deaf(plan, ray_start_args(env, head=True, ray=ray))], env, plan.workdir or None
+        )
         try:
             if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
                 print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
@@ -186,6 +188,13 @@ def ray_start_args(env: dict[str, str], head: bool, ray: str = "ray") -> list[st
     else:
         args += [f"--address={env['HEAD_ADDR']}:{env['HEAD_PORT']}"]
     return [*args, "--block"]
+
+
+def _deaf(plan: JobPlan, args: list[str]) -> str:
+    """A shell line running Ray's daemons with the checkpoint signal ignored (inherited across exec): on
+    Slurm it reaches every process of the step, and only the driver, on the head, is to act on it."""
+    line = f"exec {_join(args)}"
+    return f"trap '' {plan.checkpoint_signal}; {line}" if plan.checkpoint_signal else line
 
 
 def _join(args: list[str]) -> str:
