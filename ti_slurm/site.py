@@ -9,6 +9,7 @@
     port_max = 65535
     python = "/opt/ti-slurm/bin/python"
     rendezvous_timeout = 300
+    container_runtime = "pyxis"     # or "oci": for specs whose container names no runtime
 
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
     NCCL_IB_GID_INDEX = "5"
@@ -48,6 +49,7 @@ class SiteConfig:
     port_max: int = 65535
     python: str | None = None
     rendezvous_timeout: int = 300
+    container_runtime: str = "pyxis"  # pyxis | oci: for a spec's container without a runtime
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -122,6 +124,9 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
     lo, hi = integer("port_min", 1024, 65535, 61000), integer("port_max", 1024, 65535, 65535)
     if lo + 63 > hi:
         raise ConfigError(f"{where}: port_max", hi, "the port range needs at least 64 ports")
+    runtime = data.get("container_runtime", "pyxis")
+    if runtime not in ("pyxis", "oci"):
+        raise ConfigError(f"{where}: container_runtime", runtime, 'expected "pyxis" or "oci"')
     check = data.get("rdma_check", "log")
     if check not in ("log", "drain"):
         raise ConfigError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
@@ -134,6 +139,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         port_max=hi,
         python=path("python", None),
         rendezvous_timeout=integer("rendezvous_timeout", 1, 86400, 300),
+        container_runtime=str(runtime),
         job_dir_base=path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=names("rdma_devices", _DEVICE),
         rdma_check=str(check),

@@ -36,6 +36,7 @@ _MEM = re.compile(r"\d+[KMGT]?")
 _TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE")
 _SBATCH_OPTION = re.compile(r"[a-z][a-z0-9-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MOUNT_UNSAFE = re.compile(r"[\s:\x00-\x1f\x7f]")  # enroot's --mount splits on ':' and then on spaces
 
 # sbatch options ti-slurm sets itself; `sbatch:` may not set them.
 MANAGED_SBATCH_OPTIONS = frozenset(
@@ -66,6 +67,53 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+CONTAINER_RUNTIMES = ("pyxis", "oci")
+_MOUNT_OPTIONS = ("ro", "rw")
+
+
+class ContainerSpec(_Strict):
+    """``container: {image, runtime, mounts, workdir}``: the nodes run the command inside a training image."""
+
+    image: str = Field(min_length=1)  # a squashfs file or enroot-importable reference (pyxis), a bundle dir (oci)
+    runtime: Literal["pyxis", "oci"] | None = None  # default: the site's (container_runtime), else pyxis
+    mounts: list[str] = Field(default_factory=list)  # SRC:DST[:ro|rw], besides the job directory
+    workdir: str | None = None  # where the command starts in the image; default: the job's workdir, mounted
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        return _reject_control("image", v)
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, v: list[str]) -> list[str]:
+        for mount in v:
+            parse_mount(mount)
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or _MOUNT_UNSAFE.search(v)):
+            raise ValueError("expected an absolute path inside the image, without spaces or ':'")
+        return v
+
+
+def parse_mount(text: str) -> tuple[str, str, str]:
+    """``SRC:DST[:ro|rw]`` as (source, destination, option); a ValueError says what is wrong."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        raise ValueError(f"{text!r} is not SRC:DST or SRC:DST:ro (paths may not hold ':')")
+    src, dst, option = parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"
+    if option not in _MOUNT_OPTIONS:
+        raise ValueError(f"{text!r}: the option is ro or rw, not {option!r}")
+    if not dst.startswith("/"):
+        raise ValueError(f"{text!r}: the destination {dst!r} is not an absolute path")
+    if _MOUNT_UNSAFE.search(src + dst):
+        raise ValueError(f"{text!r}: mount paths may not hold spaces or control characters")
+    return src, dst, option
+
+
 class ComponentSpec(_Strict):
     """Resources of one role's nodes (a Slurm heterogeneous job component)."""
 
@@ -74,6 +122,7 @@ class ComponentSpec(_Strict):
     cpus_per_node: float | None = Field(default=None, gt=0, le=4096)
     mem: str | None = None
     partition: str | None = None
+    container: ContainerSpec | None = None  # this role's own image (e.g. CPU-only parameter servers)
 
     @field_validator("mem")
     @classmethod
@@ -182,6 +231,8 @@ class JobSpec(_Strict):
     signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit
     watchdog: WatchdogSpec | None = None
     checkpoint_dir: str | None = None  # TI_SLURM_CHECKPOINT_DIR; default: <job dir>/checkpoint
+    # the training image every role runs in (a role's own `container` replaces it)
+    container: ContainerSpec | None = None
     remote: RemoteSpec | None = None
 
     @field_validator("name")

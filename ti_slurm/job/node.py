@@ -28,6 +28,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ti_slurm.job.container import ImageRun
+
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename (safe when nodes race)."""
@@ -85,6 +87,11 @@ class NodeRun(Record):
     env: dict[str, str]  # the command's whole environment
     job_dir: str
     started: float
+    image: ImageRun | None = None  # the component's training image, when it has one
+
+    def argv(self, command: str) -> list[str]:
+        """The argv that runs ``command`` for this node: ``bash -c`` here, or inside the image."""
+        return self.image.argv(command) if self.image is not None else ["/bin/bash", "-c", command]
 
     def record(self, code: int, error: str = "") -> None:
         """Record this node's exit code (the supervisor judges the job by these records)."""
@@ -112,7 +119,8 @@ class NodeRun(Record):
             return guard() if forced is None and guard is not None else forced
 
         forward = checkpoint_signals(plan) if users else ()
-        code = run_command(command, self.env, plan.workdir, plan.stop_grace, guard_all, forward)
+        workdir = None if self.image is not None else plan.workdir
+        code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward)
         self.record(code, watch.error)
         return code
 
@@ -147,9 +155,38 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
 
         remember_signals(checkpoint_signals(plan))
     contract, env = prepare_node(plan, component, job_dir, environ)
-    run = NodeRun(plan, component, contract, env, job_dir, started)
+    image = None
+    if plan.components[component].container is not None:
+        from ti_slurm.job.container import ImageRun
+
+        image = ImageRun(plan, component, contract.index, contract.node, job_dir, env)
+        problem = image.check()
+        if problem:
+            return refuse(NodeRun(plan, component, contract, env, job_dir, started), problem)
+    run = NodeRun(plan, component, contract, env, job_dir, started, image)
+    try:
+        return checked_run(run)
+    finally:
+        if image is not None:
+            image.cleanup()
+
+
+def refuse(run: NodeRun, problem: str) -> int:
+    """End this node before its command: one line saying why, recorded as its error."""
+    import sys
+
+    from ti_slurm.job.preflight import PREFLIGHT_EXIT
+
+    print(f"ti-slurm: {problem}", file=sys.stderr, flush=True)
+    run.record(PREFLIGHT_EXIT, problem)
+    return PREFLIGHT_EXIT
+
+
+def checked_run(run: NodeRun) -> int:
+    """The preflight (unless the spec turned it off), then the node's share of the job through its mode."""
+    plan, component, contract, env = run.plan, run.component, run.contract, run.env
     if plan.preflight:
-        from ti_slurm.job.preflight import PREFLIGHT_EXIT, problems
+        from ti_slurm.job.preflight import problems
 
         problem = problems(plan, component, contract, env)
         if problem is None and plan.preflight_allreduce:
@@ -158,9 +195,5 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
             found = allreduce(plan, contract, env)
             problem = f"preflight on {contract.node}: {found}" if found else None
         if problem:
-            import sys
-
-            print(f"ti-slurm: {problem}", file=sys.stderr, flush=True)
-            run.record(PREFLIGHT_EXIT, problem)
-            return PREFLIGHT_EXIT
+            return refuse(run, problem)
     return get_mode(plan.mode).run_node(run)

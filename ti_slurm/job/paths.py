@@ -112,6 +112,11 @@ class JobPaths(Record):
         return self._in("bin")
 
     @property
+    def containers_dir(self) -> str:
+        """Per-launch OCI bundles and imported images of the nodes' containers."""
+        return self._in("containers")
+
+    @property
     def supervisor_log(self) -> str:
         return self._in("supervisor.log")
 

@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 PLAN_VERSION = 1
 
 
+class Container(Record):
+    """The training image a component's commands run in (``container:`` in the spec)."""
+
+    image: str  # a squashfs file or enroot-importable reference (pyxis), an OCI bundle directory (oci)
+    runtime: str = ""  # pyxis | oci; "": the site's default, decided on the node
+    mounts: tuple[str, ...] = ()  # SRC:DST[:ro|rw]
+    workdir: str = ""  # "": the job's workdir, mounted at its own path
+
+
 class Component(Record):
     """Nodes alike in role and resources: one component of a Slurm heterogeneous job when there are several."""
 
@@ -30,6 +39,7 @@ class Component(Record):
     mem: str | None = None
     partition: str | None = None
     command: str = ""  # this role's own start command; "" runs the job's
+    container: Container | None = None  # None: the command runs on the bare node
 
     @property
     def slots(self) -> int:
@@ -100,8 +110,15 @@ class JobPlan(Record):
         data: dict[str, Any] = lightjson.loads(text)
         if data.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version {data.get('version')} is not {PLAN_VERSION}")
-        data["components"] = tuple(Component(**c) for c in data["components"])
+        data["components"] = tuple(_component(c) for c in data["components"])
         data["rdma_partitions"] = tuple(data["rdma_partitions"])
         data["port_range"] = tuple(data["port_range"])
         data["restart_on"] = tuple(data.get("restart_on", ()))
         return cls(**data)
+
+
+def _component(data: dict[str, Any]) -> Component:
+    container = data.get("container")
+    if container is not None:
+        container = Container(**(container | {"mounts": tuple(container["mounts"])}))
+    return Component(**(data | {"container": container}))

@@ -76,18 +76,21 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
+# a container runtime's own processes (they hold the image's filesystem): the checkpoint signal is not for them
+NOT_SIGNALLED = frozenset(("squashfuse", "squashfuse_ll", "fuse-overlayfs", "crun", "runc", "enroot-nsenter"))
 TREE_EVERY = 2.0  # seconds between looks at a command's process tree, when it may get the checkpoint signal
 
 
 def run_command(
-    command: str,
+    argv: Sequence[str],
     env: Mapping[str, str],
     workdir: str | None,
     grace: float,
     guard: Callable[[int], int | None] | None = None,
     forward: Sequence[int] = (),
 ) -> int:
-    """Run ``bash -c command`` in its own process group and return its exit code.
+    """Run ``argv`` (``bash -c command``, maybe through a container runtime) in its own process group
+    and return its exit code.
 
     SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
     ``grace`` seconds later, or once the command has exited, is killed.
@@ -106,7 +109,7 @@ def run_command(
     import signal
     import subprocess
 
-    proc = start_group(["/bin/bash", "-c", command], env, workdir or None)
+    proc = start_group(argv, env, workdir or None)
     kill_at: float | None = None
     forced: int | None = None
     saving: set[int] = set()  # the processes that got the checkpoint signal
@@ -118,7 +121,7 @@ def run_command(
     next_look = 0.0
 
     def look() -> None:
-        seen.update({pid: start_time(pid) for pid in process_tree(proc.pid)})
+        seen.update({pid: start_time(pid) for pid in process_tree(proc.pid) if command_name(pid) not in NOT_SIGNALLED})
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
         look()
@@ -190,6 +193,15 @@ def _stat(pid: int | str) -> list[str] | None:
             return fh.read().rsplit(") ", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def command_name(pid: int) -> str:
+    """Process ``pid``'s command name (``/proc/<pid>/comm``); "" if it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 def process_tree(pid: int) -> list[int]:

@@ -19,7 +19,7 @@ runs in every job step.
 
 from __future__ import annotations
 
-from ti_slurm.job.plan import Component
+from ti_slurm.job.plan import Component, Container
 from ti_slurm.job.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ti_slurm.job.contract import NodeContext
     from ti_slurm.job.node import NodeRun
     from ti_slurm.job.plan import JobPlan
-    from ti_slurm.spec import ComponentSpec, JobSpec
+    from ti_slurm.spec import ComponentSpec, ContainerSpec, JobSpec
 
 
 class Rule(Record):
@@ -117,7 +117,15 @@ def component(name: str, part: ComponentSpec | None, spec: JobSpec, command: str
         mem=spec.mem if mem is None else mem,
         partition=spec.partition if partition is None else partition,
         command=command,
+        container=container_of(part.container if part is not None and part.container else spec.container),
     )
+
+
+def container_of(spec: ContainerSpec | None) -> Container | None:
+    """The plan's record of a ``container:`` section."""
+    if spec is None:
+        return None
+    return Container(spec.image, spec.runtime or "", tuple(spec.mounts), spec.workdir or "")
 
 
 def mode_names() -> tuple[str, ...]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from ti_slurm.job.modes import Mode, Rule, component
 
@@ -104,7 +103,7 @@ class Ray(Mode):
         from ti_slurm.job.process import start_group, terminate
 
         plan, env = run.plan, run.env
-        ray = ray_executable(env.get("PATH", ""))
+        ray = "ray" if run.image is not None else ray_executable(env.get("PATH", ""))  # in an image: the image's
         if ray is None:
             print(
                 f"ti-slurm: node {run.contract.node}: no ray command beside {sys.executable} or on PATH "
@@ -124,9 +123,8 @@ class Ray(Mode):
                 return run.run_command(_deaf(plan, ray_start_args(env, head=False, ray=ray)))
             finally:
                 shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
-        head = start_group(
-            ["/bin/bash", "-c", _deaf(plan, ray_start_args(env, head=True, ray=ray))], env, plan.workdir or None
-        )
+        workdir = None if run.image is not None else plan.workdir or None
+        head = start_group(run.argv(_deaf(plan, ray_start_args(env, head=True, ray=ray))), env, workdir)
         try:
             if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
                 print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
@@ -134,9 +132,11 @@ class Ray(Mode):
                 return 124
             import subprocess
 
-            probe = "import sys; from ti_slurm.job.modes.ray import wait_for_nodes as w; sys.exit(w(*sys.argv[1:]))"
-            args = [env["RAY_ADDRESS"], str(plan.total_nodes), str(plan.rendezvous_timeout)]
-            if subprocess.run([sys.executable, "-c", probe, *args], env=env, check=False).returncode != 0:
+            # the job's Python (the image's in a container) asks Ray until every node has joined
+            python = "python3" if run.image is not None else sys.executable
+            args = [python, "-c", WAIT_FOR_NODES, env["RAY_ADDRESS"], str(plan.total_nodes)]
+            args.append(str(plan.rendezvous_timeout))
+            if subprocess.run(run.argv(_join(args)), env=env, cwd=workdir, check=False).returncode != 0:
                 run.record(124)
                 return 124
             return run.run_command()
@@ -203,23 +203,21 @@ def _join(args: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def wait_for_nodes(address: str, expected_nodes: str, timeout_seconds: str) -> int:
-    """Poll the Ray cluster until ``expected_nodes`` nodes are alive; 0 on success."""
-    import logging
-
-    import ray
-
-    expected, timeout = int(expected_nodes), float(timeout_seconds)
-    ray.init(address=address, logging_level=logging.ERROR)
-    deadline = time.monotonic() + timeout
-    alive = 0
-    while time.monotonic() < deadline:
-        nodes: list[dict[str, object]] = ray.nodes()  # type: ignore[no-untyped-call]
-        alive = len([n for n in nodes if n.get("Alive")])
-        if alive >= expected:
-            ray.shutdown()
-            return 0
-        time.sleep(0.5)
+# Run by the job's Python (the image's, in a container), so it imports nothing of ti-slurm.
+WAIT_FOR_NODES = """
+import logging, sys, time
+import ray
+address, expected, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ray.init(address=address, logging_level=logging.ERROR)
+deadline = time.monotonic() + timeout
+alive = 0
+while time.monotonic() < deadline:
+    alive = len([n for n in ray.nodes() if n.get("Alive")])
+    if alive >= expected:
+        break
+    time.sleep(0.5)
+ray.shutdown()
+if alive < expected:
     print(f"ti-slurm: only {alive} of {expected} Ray nodes joined within {timeout:.0f}s", file=sys.stderr, flush=True)
-    ray.shutdown()
-    return 1
+    sys.exit(1)
+"""

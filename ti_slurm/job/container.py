@@ -1,0 +1,307 @@
+"""A node's commands inside its component's training image (``container:`` in the spec).
+
+The node's step stays on the host, outside the image: it computes the contract,
+writes the hostfile, watches the command and records its exit as for a bare
+node, and only the command itself (and the processes a mode starts for it, such
+as Ray's daemons) runs in the image. So the image needs nothing of ti-slurm,
+not even a Python: a shell at ``/bin/bash`` and the framework.
+
+Two runtimes, the two that Slurm sites run images with:
+
+- ``pyxis``: enroot, the engine pyxis drives (``srun --container-image``). A
+  squashfs file is started directly (``enroot start IMAGE``: mounted, nothing
+  unpacked and nothing left behind); an enroot-importable reference
+  (``docker://...``) is imported once per node into the job directory first.
+  The container shares the host's network and process table.
+- ``oci``: the OCI runtime the site configured for Slurm's ``--container``
+  (``oci.conf`` beside ``slurm.conf``, its ``RunTimeRun`` command line), given
+  a per-launch bundle made from the image bundle's ``config.json`` as Slurm
+  makes it: the image's root, the command, the environment, the mounts. The
+  container shares the host's process table (``/proc`` bound in), so signals
+  reach the command as on a bare node.
+
+Every launch gets the job directory (and the checkpoint directory, and the
+job's workdir unless ``container.workdir`` names another) mounted at the same
+path, the spec's ``mounts``, and the command's environment except the host's
+search paths (``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ...): the image's
+own apply, with the launch agent's directory first on ``PATH`` where the mode has one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ti_slurm.job.paths import JobPaths, node_label
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ti_slurm.job.plan import Container, JobPlan
+
+RUNTIMES = ("pyxis", "oci")
+DEFAULT_RUNTIME = "pyxis"
+# the host's search paths and shell state: the image has its own
+HOST_ONLY = frozenset(
+    (
+        "PATH LD_LIBRARY_PATH LD_PRELOAD PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE VIRTUAL_ENV "
+        "CONDA_PREFIX CONDA_DEFAULT_ENV CONDA_EXE CONDA_PYTHON_EXE CONDA_SHLVL MANPATH INFOPATH CPATH "
+        "LIBRARY_PATH PKG_CONFIG_PATH PWD OLDPWD SHLVL _"
+    ).split()
+)
+
+
+class ContainerError(Exception):
+    """Why a node cannot run its image (one line, naming the cause)."""
+
+
+def image_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a command in the image gets: the node's, without the host's search paths."""
+    return {k: v for k, v in env.items() if k not in HOST_ONLY}
+
+
+def mounts(plan: JobPlan, container: Container, job_dir: str, env: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(source, destination, ro|rw) of every mount: the job's own directories at their own paths, then the spec's."""
+    own = [os.path.abspath(job_dir)]
+    checkpoint = env.get("TI_SLURM_CHECKPOINT_DIR", "")
+    if checkpoint and not _inside(checkpoint, own[0]):
+        own.append(checkpoint)
+    if not container.workdir and plan.workdir and not any(_inside(plan.workdir, d) for d in own):
+        own.append(plan.workdir)
+    out = [(d, d, "rw") for d in own]
+    for text in container.mounts:
+        parts = text.split(":")
+        src = parts[0] if parts[0].startswith("/") else os.path.join(plan.workdir or os.getcwd(), parts[0])
+        out.append((os.path.normpath(src), parts[1], parts[2] if len(parts) == 3 else "rw"))
+    return out
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+class ImageRun:
+    """One node's way into its component's image: checks, the argv of each launch, cleanup."""
+
+    def __init__(
+        self, plan: JobPlan, component: int, index: int, node: str, job_dir: str, env: Mapping[str, str]
+    ) -> None:
+        container = plan.components[component].container
+        if container is None:
+            raise ValueError("component has no container")
+        self.plan, self.container, self.node, self.env = plan, container, node, env
+        self.runtime = container.runtime or _site_runtime()
+        self.paths = JobPaths(job_dir)
+        self.label = node_label(plan.components[component].name, index)
+        self.workdir = container.workdir or plan.workdir or "/"
+        self.mounts = mounts(plan, container, job_dir, env)
+        image = container.image
+        if "://" not in image and not image.startswith("/"):
+            image = os.path.join(plan.workdir or os.getcwd(), image)
+        self.image = image
+        self.launches = 0
+        self.oci_conf: dict[str, str] = {}
+
+    # -- before the command -------------------------------------------------------
+    def check(self) -> str | None:
+        """Why this node cannot run the image (runtime, image, mounts), or None; only looks, in milliseconds."""
+        try:
+            if self.runtime not in RUNTIMES:
+                raise ContainerError(f"runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+            if self.runtime == "pyxis":
+                self._check_pyxis()
+            else:
+                self._check_oci()
+            for src, _dst, _option in self.mounts:
+                if not os.path.exists(src):
+                    raise ContainerError(f"mount {src}: no such file or directory on this node")
+        except ContainerError as exc:
+            return f"container on {self.node}: {exc}"
+        return None
+
+    def _check_pyxis(self) -> None:
+        import shutil
+
+        if shutil.which("enroot", path=self.env.get("PATH", os.defpath)) is None:
+            raise ContainerError("runtime pyxis needs enroot, which is not on this node's PATH")
+        if "://" in self.image:
+            return
+        if not os.path.isfile(self.image):
+            raise ContainerError(f"image {self.image}: no such file (pyxis takes a squashfs file or docker://...)")
+        if not os.access(self.image, os.R_OK):
+            raise ContainerError(f"image {self.image}: not readable")
+
+    def _check_oci(self) -> None:
+        import shlex
+        import shutil
+
+        conf = oci_conf_path(self.env)
+        self.oci_conf = read_oci_conf(conf)
+        run = self.oci_conf.get("RunTimeRun")
+        if not run:
+            raise ContainerError(f"runtime oci needs RunTimeRun in {conf} (Slurm's OCI containers are not set up)")
+        program = shlex.split(run)[0]
+        if shutil.which(program, path=self.env.get("PATH", os.defpath)) is None:
+            raise ContainerError(f"runtime oci: {program} (RunTimeRun in {conf}) is not on this node")
+        for part in ("config.json", "rootfs"):
+            if not os.path.exists(os.path.join(self.image, part)):
+                raise ContainerError(f"image {self.image}: no {part} (oci takes an OCI bundle directory)")
+
+    # -- each launch --------------------------------------------------------------
+    def argv(self, command: str) -> list[str]:
+        """The argv that runs ``bash -c command`` in the image, from its workdir, with the node's environment."""
+        self.launches += 1
+        if self.runtime == "pyxis":
+            return self._enroot_argv(command)
+        return self._oci_argv(command)
+
+    def _script(self, command: str) -> str:
+        """The shell text run in the image: into the workdir, the launch agent first on PATH, then the command."""
+        from ti_slurm.job.main import shell_quote
+
+        lines = [f"cd -- {shell_quote(self.workdir)} || exit 1"]
+        agent = self.env.get("TI_SLURM_AGENT_DIR")
+        if agent:
+            lines.append(f'PATH={shell_quote(agent)}:"$PATH"')
+        return "\n".join([*lines, command])
+
+    def _enroot_argv(self, command: str) -> list[str]:
+        image = self.image
+        if "://" in image:
+            image = self._import()
+        argv = ["enroot", "start"]
+        for src, dst, option in self.mounts:
+            argv += ["--mount", f"{src}:{dst}:none:x-create=auto,rbind,{option}"]
+        for name in image_env(self.env):
+            argv += ["--env", name]  # from enroot's own environment: values never pass through a command line
+        return [*argv, image, "/bin/bash", "-c", self._script(command)]
+
+    def _import(self) -> str:
+        """An enroot reference imported into this node's squashfs (once per node and attempt)."""
+        import subprocess
+
+        target = os.path.join(self.paths.containers_dir, f"{self.label}.sqsh")
+        if not os.path.exists(target):
+            os.makedirs(self.paths.containers_dir, exist_ok=True)
+            done = subprocess.run(
+                ["enroot", "import", "--output", target, self.image], capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                why = (done.stderr.strip().splitlines() or ["failed"])[-1]
+                raise ContainerError(f"container on {self.node}: enroot import {self.image}: {why}")
+        return target
+
+    def _oci_argv(self, command: str) -> list[str]:
+        import json
+
+        with open(os.path.join(self.image, "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+        process = config.setdefault("process", {})
+        own = image_env(self.env)
+        process["env"] = [e for e in process.get("env", []) if e.split("=", 1)[0] not in own]
+        process["env"] += [f"{k}={v}" for k, v in own.items()]
+        process["args"] = ["/bin/bash", "-c", self._script(command)]
+        process["cwd"] = "/"
+        process["terminal"] = False
+        config.setdefault("root", {})["path"] = os.path.join(self.image, "rootfs")
+        linux = config.setdefault("linux", {})
+        # the host's process table, as with enroot: the node's step signals and watches the command's processes
+        linux["namespaces"] = [n for n in linux.get("namespaces", []) if n.get("type") != "pid"]
+        binds = [m for m in config.get("mounts", []) if m.get("destination") != "/proc"]
+        binds.insert(0, {"destination": "/proc", "type": "none", "source": "/proc", "options": ["rbind"]})
+        for src, dst, option in self.mounts:
+            binds.append({"destination": dst, "type": "none", "source": src, "options": ["rbind", option]})
+        config["mounts"] = binds
+        config.pop("hostname", None)
+        bundle = self._bundle(self.launches)
+        os.makedirs(bundle, exist_ok=True)
+        with open(os.path.join(bundle, "config.json"), "w", encoding="utf-8") as fh:
+            json.dump(config, fh)
+        return self._oci_command("RunTimeRun", self.launches)
+
+    # -- after the command --------------------------------------------------------
+    def _bundle(self, launch: int) -> str:
+        return os.path.join(self.paths.containers_dir, f"{self.label}.{launch}")
+
+    def _oci_command(self, key: str, launch: int) -> list[str]:
+        """oci.conf's ``key`` command line for launch number ``launch``, its ``%`` patterns filled in."""
+        import shlex
+
+        values = {
+            "%%": "%",
+            "%b": self._bundle(launch),
+            "%j": self.env.get("SLURM_JOB_ID", "0"),
+            "%n": self.node,
+            "%r": os.path.join(self.image, "rootfs"),
+            "%s": self.env.get("SLURM_STEP_ID", "0"),
+            "%t": f"{self.env.get('SLURM_PROCID', '0')}x{launch}",  # one container per launch
+            "%u": self.env.get("USER") or _user(),
+            "%U": str(os.getuid()),
+            "%m": self.paths.containers_dir,
+        }
+        return [_fill(word, values) for word in shlex.split(self.oci_conf[key])]
+
+    # -- after the command --------------------------------------------------------
+    def cleanup(self) -> None:
+        """Remove what the launches left: OCI containers (RunTimeKill, RunTimeDelete) and their bundles."""
+        if self.runtime != "oci" or not self.launches:
+            return
+        import shutil
+        import subprocess
+
+        for launch in range(1, self.launches + 1):
+            for key in ("RunTimeKill", "RunTimeDelete"):
+                if self.oci_conf.get(key):
+                    subprocess.run(self._oci_command(key, launch), capture_output=True, check=False, timeout=30)
+            shutil.rmtree(self._bundle(launch), ignore_errors=True)
+
+
+def _fill(word: str, values: Mapping[str, str]) -> str:
+    """``word`` with oci.conf's ``%x`` patterns replaced."""
+    out, i = [], 0
+    while i < len(word):
+        pair = word[i : i + 2]
+        if pair in values:
+            out.append(values[pair])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+def _user() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _site_runtime() -> str:
+    from ti_slurm.site import load_site_config
+
+    return load_site_config().container_runtime
+
+
+def oci_conf_path(env: Mapping[str, str]) -> str:
+    """Slurm's ``oci.conf``: beside the ``slurm.conf`` this node's Slurm reads."""
+    return os.path.join(os.path.dirname(env.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), "oci.conf")
+
+
+def read_oci_conf(path: str) -> dict[str, str]:
+    """``Key=Value`` lines of an ``oci.conf`` (values may be double-quoted); missing file: empty."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
