@@ -83,10 +83,19 @@ def job_nodes(env: Mapping[str, str]) -> dict[str, str]:
     return mapping
 
 
-def srun_command(node: str, words: list[str], env: Mapping[str, str]) -> list[str]:
-    """The srun line that runs ``words`` (joined as ssh joins them) on ``node``."""
-    job = env.get("SLURM_JOB_ID", "")
+def remote_argv(words: list[str], env: Mapping[str, str]) -> list[str]:
+    """What runs on the target node: ``words`` joined as ssh joins them, by ``sh``, or in the node's image."""
     command = " ".join(words) if words else "exec ${SHELL:-/bin/sh} -l"
+    if env.get("TI_SLURM_AGENT_IN_IMAGE") == "1":
+        from ti_slurm.job import main
+
+        return main.command(sys.executable, "in-image", env["TI_SLURM_JOB_DIR"], env["TI_SLURM_COMPONENT"], command)
+    return ["/bin/sh", "-c", command]
+
+
+def srun_command(node: str, words: list[str], env: Mapping[str, str]) -> list[str]:
+    """The srun line that runs ``words`` on ``node``."""
+    job = env.get("SLURM_JOB_ID", "")
     return [
         "srun",
         "--overlap",
@@ -96,9 +105,7 @@ def srun_command(node: str, words: list[str], env: Mapping[str, str]) -> list[st
         f"--nodelist={node}",
         "--kill-on-bad-exit=0",
         "--quiet",
-        "/bin/sh",
-        "-c",
-        command,
+        *remote_argv(words, env),
     ]
 
 
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if node is None and host not in ("localhost", "127.0.0.1"):
         os.execv(_REAL_SSH, [_REAL_SSH, *argv])
     if env.get("TI_SLURM_LOCAL") == "1" or node is None:
-        os.execvpe("/bin/sh", ["/bin/sh", "-c", " ".join(words) or "exec /bin/sh"], env)
+        argv = remote_argv(words, env)
+        os.execvpe(argv[0], argv, env)
     for name in _STEP_VARS:
         env.pop(name, None)
     cmd = srun_command(node, words, env)

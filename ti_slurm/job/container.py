@@ -84,7 +84,7 @@ class ImageRun:
     """One node's way into its component's image: checks, the argv of each launch, cleanup."""
 
     def __init__(
-        self, plan: JobPlan, component: int, index: int, node: str, job_dir: str, env: Mapping[str, str]
+        self, plan: JobPlan, component: int, index: int | str, node: str, job_dir: str, env: Mapping[str, str]
     ) -> None:
         container = plan.components[component].container
         if container is None:

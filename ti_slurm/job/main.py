@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 _SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
-USAGE = "usage: main.py node PLAN COMPONENT JOB_DIR [--print-env] | agent SSH-ARGS..."
+USAGE = (
+    "usage: main.py node PLAN COMPONENT JOB_DIR [--print-env] | agent SSH-ARGS... | in-image JOB_DIR COMPONENT COMMAND"
+)
 
 
 def command(python: str, *args: str) -> list[str]:
@@ -73,6 +75,39 @@ def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
     return run_node(plan, int(component), job_dir)
 
 
+def in_image(job_dir: str, component_name: str, command: str) -> int:
+    """Run ``command`` on this node inside the image of the job's component ``component_name`` (the launch
+    agent's remote end in a container job); its exit code."""
+    from ti_slurm.errors import TiSlurmError
+    from ti_slurm.job.container import ImageRun
+    from ti_slurm.job.paths import JobPaths
+    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.job.process import exit_code
+
+    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    names = [c.name for c in plan.components]
+    if component_name not in names:
+        raise TiSlurmError(f"component {component_name!r} is not a component of this {plan.mode} job")
+    from ti_slurm.job.relay import node_relay
+
+    node = os.uname().nodename
+    env = {k: v for k, v in os.environ.items() if k != "TI_SLURM_AGENT_RELAY"}  # the caller's node's relay ...
+    relay = node_relay(JobPaths(job_dir).agent_dir, node)
+    if relay:
+        env["TI_SLURM_AGENT_RELAY"] = relay  # ... this node's, if its step runs one
+    image = ImageRun(plan, names.index(component_name), f"agent{os.getpid()}", node, job_dir, env)
+    problem = image.check()
+    if problem:
+        raise TiSlurmError(problem)
+    import subprocess
+
+    try:
+        return exit_code(subprocess.run(image.argv(command), env=env, check=False).returncode)
+    finally:
+        image.cleanup()
+
+
 def main(argv: list[str]) -> int:
     """``main.py node ...`` or ``main.py agent ...``; errors are one line."""
     from ti_slurm.errors import TiSlurmError
@@ -82,6 +117,8 @@ def main(argv: list[str]) -> int:
             from ti_slurm.job.agent import main as agent_main
 
             return agent_main(argv[1:])
+        if argv[:1] == ["in-image"] and len(argv) == 4:
+            return in_image(argv[1], argv[2], argv[3])
         if argv[:1] == ["node"] and len(argv) in (4, 5) and argv[4:] in ([], ["--print-env"]):
             return node(argv[1], argv[2], argv[3], dry_run=len(argv) == 5)
     except TiSlurmError as exc:

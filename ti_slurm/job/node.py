@@ -40,8 +40,9 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
-    """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs."""
+def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str, in_image: bool = False) -> None:
+    """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs; in an image, the
+    agent is the relay's client (:mod:`ti_slurm.job.relay`)."""
     if contract.hostfile is None:
         return
     from ti_slurm.job import main
@@ -49,8 +50,13 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str) -> None:
     paths = JobPaths(job_dir)
     write_atomic(paths.hostfile, contract.hostfile)
     os.makedirs(paths.agent_dir, exist_ok=True)
-    argv = " ".join(main.shell_quote(word) for word in main.command(plan.python, "agent"))
-    agent = f'#!/bin/sh\nexec {argv} "$@"\n'
+    if in_image:
+        from ti_slurm.job.relay import CLIENT
+
+        agent = CLIENT
+    else:
+        argv = " ".join(main.shell_quote(word) for word in main.command(plan.python, "agent"))
+        agent = f'#!/bin/sh\nexec {argv} "$@"\n'
     write_atomic(os.path.join(paths.agent_dir, "ssh"), agent, 0o755)
     write_atomic(os.path.join(paths.agent_dir, "ti-slurm-ssh"), agent, 0o755)
 
@@ -142,7 +148,7 @@ def prepare_node(
     contract = node_contract(plan, environ, component, job_dir)
     os.makedirs(contract.env["TI_SLURM_CHECKPOINT_DIR"], exist_ok=True)
     os.makedirs(os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]), exist_ok=True)
-    prepare_files(plan, contract, job_dir)
+    prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)
     return contract, apply(contract, environ, plan.env)
 
 
@@ -163,6 +169,13 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
         problem = image.check()
         if problem:
             return refuse(NodeRun(plan, component, contract, env, job_dir, started), problem)
+        if contract.hostfile is not None:  # the mode has a launch agent: the image's reaches it through a relay
+            from ti_slurm.job import main
+            from ti_slurm.job.relay import Relay
+
+            relay = Relay(main.command(plan.python, "agent"), env, JobPaths(job_dir).agent_dir, contract.node)
+            relay.start()
+            env["TI_SLURM_AGENT_RELAY"] = relay.address
     run = NodeRun(plan, component, contract, env, job_dir, started, image)
     try:
         return checked_run(run)
