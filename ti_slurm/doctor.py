@@ -104,10 +104,64 @@ def run_checks() -> list[Check]:
         found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
         checks.append(Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all"))
 
+    checks += container_checks(site.container_runtime)
     if site.rdma_devices:
         problems = rdma_port_problems(site, socket.gethostname())
         checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))
     return checks
+
+
+def container_checks(default_runtime: str) -> list[Check]:
+    """Whether this node can run training images: enroot (runtime pyxis), Slurm's oci.conf (runtime oci)."""
+    import os
+    import shlex
+
+    from ti_slurm.job.container import oci_conf_path, read_oci_conf
+
+    mark = {default_runtime: " (the site's default runtime)"}
+    code, out = _run(["enroot", "version"])
+    if code == 0:
+        plugin = _pyxis_plugin()
+        detail = f"enroot {out}; " + (f"pyxis {plugin}" if plugin else "no pyxis in plugstack (not needed by ti-slurm)")
+    else:
+        detail = f"{out}: specs with container runtime pyxis cannot run here"
+    checks = [Check("container: pyxis", code == 0, detail + mark.get("pyxis", ""))]
+    conf = oci_conf_path(os.environ)
+    run = read_oci_conf(conf).get("RunTimeRun", "")
+    program = shlex.split(run)[0] if run else ""
+    usable = bool(run) and shutil.which(program) is not None
+    if not run:
+        detail = f"no RunTimeRun in {conf}: specs with container runtime oci cannot run here"
+    elif not usable:
+        detail = f"{program} (RunTimeRun in {conf}) not found"
+    else:
+        detail = f"{conf}: {program}"
+    checks.append(Check("container: oci", usable, detail + mark.get("oci", "")))
+    return checks
+
+
+def _pyxis_plugin() -> str:
+    """The pyxis line of this node's plugstack (``/etc/slurm/plugstack.conf`` and its includes), if any."""
+    import glob
+
+    todo, seen = ["/etc/slurm/plugstack.conf"], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = line.split()
+            if words[:1] == ["include"] and len(words) > 1:
+                todo += glob.glob(words[1])
+            elif len(words) > 1 and "pyxis" in words[1]:
+                return f"{words[1]} ({words[0]})"
+    return ""
 
 
 def format_checks(checks: list[Check]) -> str:

@@ -155,6 +155,21 @@ BAD_SPECS: list[tuple[object, str]] = [
     ({"mode": "ray", "command": "x", "head": {"nodes": 2}}, "head.nodes"),
     ({"mode": "ray", "command": "x", "head": {"gpus": 1}}, "head.gpus"),
     ({"mode": "ray", "command": "x", "worker_groups": [{"partition": "a b"}]}, "worker_groups.0.partition"),
+    (base(container={}), "container.image"),
+    (base(container={"image": ""}), "container.image"),
+    (base(container={"image": "a.sqsh\nb"}), "container.image"),
+    (base(container={"image": "a.sqsh", "runtime": "docker"}), "container.runtime"),
+    (base(container={"image": "a.sqsh", "mounts": ["/data"]}), "container.mounts"),
+    (base(container={"image": "a.sqsh", "mounts": ["/data:data"]}), "container.mounts"),
+    (base(container={"image": "a.sqsh", "mounts": ["/data:/data:rx"]}), "container.mounts"),
+    (base(container={"image": "a.sqsh", "mounts": ["/my data:/data"]}), "container.mounts"),
+    (base(container={"image": "a.sqsh", "mounts": "/data:/data"}), "container.mounts"),
+    (base(container={"image": "a.sqsh", "workdir": "code"}), "container.workdir"),
+    (base(container={"image": "a.sqsh", "shm": "1G"}), "container.shm"),
+    (
+        {"mode": "ps-worker", "command": "x", "ps": {"container": {"image": "p", "mounts": ["x"]}}, "worker": {}},
+        "ps.container",
+    ),
 ]
 
 

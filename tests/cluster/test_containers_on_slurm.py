@@ -1,0 +1,211 @@
+"""Every mode inside a training image on the real test cluster: enroot (runtime pyxis) and crun (runtime oci).
+
+The images come from ``ci/containers/setup``: ``base`` (Debian bookworm + python3) and ``train``
+(+ Open MPI and torch). Neither holds anything of ti-slurm; both carry ``/.image-method``, a file
+the nodes themselves do not have, so a command that reads it ran inside the image.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.test_modes_on_slurm import FAULTS, SEED_DDP, SEED_MPIRUN, Job
+from tests.conftest import ROOT, processes_matching, run_cli
+
+IMAGES = Path(os.environ.get("TI_SLURM_IMAGES", "/var/lib/ti-slurm-test/images"))
+RUNTIMES = {"pyxis": ("train.sqsh", "base.sqsh"), "oci": ("train/bundle", "base/bundle")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def images(cluster: None) -> None:
+    if not (IMAGES / "train.sqsh").exists() or shutil.which("enroot") is None:
+        if os.environ.get("TI_SLURM_REQUIRE_CLUSTER") == "1":
+            pytest.fail(f"no test images in {IMAGES} or no enroot (run ci/containers/setup)")
+        pytest.skip(f"no test images in {IMAGES} or no enroot (run ci/containers/setup as root)")
+
+
+def container(runtime: str, image: str = "train", extra: str = "") -> str:
+    """The spec's ``container:`` section (flow style) for one of the test images."""
+    path = IMAGES / RUNTIMES[runtime][0 if image == "train" else 1]
+    return f"{{image: {path}, runtime: {runtime}{extra}}}"
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_ddp_with_the_seed_launch_line_trains_in_sync_inside_the_image(tmp_path: Path, runtime: str) -> None:
+    shutil.copy(ROOT / "examples" / "ddp" / "train.py", tmp_path / "train.py")
+    # the seed's line unchanged: `python` is the image's (its torch), not this machine's
+    job = Job(
+        tmp_path,
+        f"mode: ddp\nnodes: 2\ngpus_per_node: 2\ncontainer: {container(runtime)}\ncommand: {SEED_DDP} --epochs 5",
+    )
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    logs = job.logs()
+    ranks = dict(re.findall(r"rank (\d)/4 on (node\d\d)", logs))
+    assert sorted(ranks) == ["0", "1", "2", "3"] and len(set(ranks.values())) == 2
+    assert logs.count("in_sync=True") == 4
+
+
+def test_the_seed_mpirun_line_inside_the_image_runs_in_every_nodes_container(tmp_path: Path) -> None:
+    probe = 'bash -c "echo rank \\$OMPI_COMM_WORLD_RANK on \\$(hostname) in \\$(cat /.image-method)"'
+    job = Job(
+        tmp_path,
+        f"mode: horovod\nnodes: 3\ngpus_per_node: 2\ncontainer: {container('pyxis')}\ncommand: '{SEED_MPIRUN} {probe}'",
+    )
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    ranks = re.findall(r"rank (\d) on (node\d\d) in mmdebstrap", job.logs())
+    assert sorted(r for r, _ in ranks) == [str(i) for i in range(6)]
+    hosts = [h for _, h in ranks]
+    assert len(set(hosts)) == 3 and all(hosts.count(h) == 2 for h in hosts)
+
+
+PS_WORKER = """
+import json, os, sys, time
+try:
+    import torch
+    has = "torch"
+except ImportError:
+    has = "no torch"
+tf = json.loads(os.environ["TF_CONFIG"])
+print(tf["task"]["type"], tf["task"]["index"], has, len(tf["cluster"]["ps"]), len(tf["cluster"]["worker"]), flush=True)
+if tf["task"]["type"] == "ps":
+    time.sleep(600)  # parameter servers never end by themselves
+"""
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_ps_worker_with_parameter_servers_in_a_smaller_image(tmp_path: Path, runtime: str) -> None:
+    (tmp_path / "task.py").write_text(PS_WORKER)
+    body = (
+        f"mode: ps-worker\ncommand: python3 task.py\ncontainer: {container(runtime)}\n"
+        f"ps: {{nodes: 1, container: {container(runtime, 'base')}}}\nworker: {{nodes: 2}}"
+    )
+    job = Job(tmp_path, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    lines = sorted(line for line in job.logs().splitlines() if line.startswith(("ps ", "worker ")))
+    assert lines == ["ps 0 no torch 1 2", "worker 0 torch 1 2", "worker 1 torch 1 2"]
+    assert job.status()["state"] == "COMPLETED"
+    assert processes_matching(str(tmp_path / "out")) == []
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp_path: Path, runtime: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "shard-0").write_text("from the host\n")
+    probe = (
+        "echo image=$(cat /.image-method) data=$(cat /data/shard-0) rank=$RANK master=$MASTER_ADDR "
+        "path=$PATH pwd=$(pwd); touch /data/written 2>/dev/null || echo data read-only; "
+        "echo $INDEX > $TI_SLURM_JOB_DIR/seen-$INDEX; test -d $TI_SLURM_CHECKPOINT_DIR && echo checkpoint dir"
+    )
+    extra = f", mounts: ['{data}:/data:ro'], workdir: /tmp"
+    job = Job(tmp_path, f"mode: ddp\nnodes: 2\ncontainer: {container(runtime, 'base', extra)}\ncommand: '{probe}'")
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    logs = job.logs()
+    for rank in (0, 1):
+        line = re.search(rf"image=mmdebstrap data=from the host rank={rank} master=10\.77\.0\.1\d (.*)", logs)
+        assert line, logs
+        # the image's own PATH (not this machine's), and the container's workdir
+        assert line.group(1) == "path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin pwd=/tmp"
+        assert (job.job_dir / f"seen-{rank}").read_text() == f"{rank}\n"  # the job directory, at its own path
+    assert logs.count("data read-only") == 2 and not (data / "written").exists()
+    assert logs.count("checkpoint dir") == 2
+
+
+def fails_at_once(tmp_path: Path, body: str, cause: str, node: str = r"node\d\d") -> None:
+    """The job fails before its command with one line naming a node (the first to report) and ``cause``."""
+    started = time.monotonic()
+    job = Job(tmp_path, f"mode: ddp\nnodes: 2\n{body}\ncommand: sleep 300")
+    assert job.result.returncode == 1
+    line = rf"FAILED: ddp node ({node}) \(index \d\) failed container on \1: {re.escape(cause)}"
+    assert re.search(line, job.result.stderr), job.result.stderr
+    assert job.status()["state"] == "FAILED"
+    assert time.monotonic() - started < 120  # not the command's 300 s: it never started
+    assert processes_matching("sleep 300") == []
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_a_missing_image_fails_the_job_naming_the_node(tmp_path: Path, runtime: str) -> None:
+    missing = tmp_path / ("nothing.sqsh" if runtime == "pyxis" else "nothing")
+    cause = "no such file" if runtime == "pyxis" else "no config.json"
+    fails_at_once(
+        tmp_path,
+        f"container: {{image: {missing}, runtime: {runtime}}}",
+        f"image {missing}: {cause}",
+    )
+
+
+def test_a_bad_mount_fails_the_job_naming_the_node(tmp_path: Path) -> None:
+    extra = f", mounts: ['{tmp_path}/absent:/data']"
+    fails_at_once(
+        tmp_path,
+        f"container: {container('pyxis', 'base', extra)}",
+        f"mount {tmp_path}/absent: no such file or directory on this node",
+    )
+
+
+def test_a_node_without_the_runtime_fails_the_job_naming_it(tmp_path: Path) -> None:
+    fault = FAULTS / "fault-node02"  # node02's tasks find no enroot (it is in /usr/local/bin)
+    fault.write_text("export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n")
+    try:
+        fails_at_once(
+            tmp_path,
+            f"sbatch: {{nodelist: 'node[01-02]'}}\ncontainer: {container('pyxis', 'base')}",
+            "runtime pyxis needs enroot, which is not on this node's PATH",
+            node="node02",
+        )
+    finally:
+        fault.unlink()
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_cancel_leaves_no_container_and_no_process(tmp_path: Path, runtime: str) -> None:
+    command = f"sleep 8{uuid.uuid4().int % 1000:03d}"
+    job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncontainer: {container(runtime, 'base')}\ncommand: {command}", wait=False)
+    marker = f"^{command}$"  # the command itself, running in the image (not the runtime's line that starts it)
+    deadline = time.monotonic() + 60
+    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert len(processes_matching(marker)) == 2
+    image = str(IMAGES / "base")
+    # the runtime's own processes: enroot's squashfuse of the image, crun of the job's containers
+    runtime_processes = re.escape(image) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\.\S+$"
+    assert processes_matching(runtime_processes)
+    assert run_cli("cancel", job.id, env=job.env).returncode == 0
+    patterns = (command, runtime_processes, re.escape(str(tmp_path / "out")))
+    deadline = time.monotonic() + 60
+    while any(processes_matching(p) for p in patterns) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(command) == []
+    assert processes_matching(runtime_processes) == []
+    assert processes_matching(str(tmp_path / "out")) == []
+    assert job.status()["state"] == "CANCELLED"
+    if runtime == "oci":  # crun's state of the job's containers: gone
+        assert not [p for p in Path("/run/crun-slurm").glob(f"*/*.{job.id}.*")]
+    else:  # enroot's mounts of the image: gone
+        assert image not in Path("/proc/mounts").read_text()
+
+
+def test_doctor_says_which_runtimes_a_node_can_use(tmp_path: Path) -> None:
+    res = run_cli("doctor")
+    assert re.search(
+        r"container: pyxis +ok .*enroot 4\.\d+\.\d+; pyxis /usr/local/lib/slurm/spank_pyxis\.so", res.stdout
+    )
+    assert re.search(r"container: oci +ok .*/etc/slurm/oci\.conf: /usr/local/bin/crun-slurm", res.stdout)
+    # a node with neither: no enroot on PATH, a Slurm config directory without oci.conf
+    shutil.copy("/etc/slurm/slurm.conf", tmp_path / "slurm.conf")
+    env = {
+        "PATH": "/usr/bin:/bin:" + os.path.dirname(shutil.which("ti-slurm") or ""),
+        "SLURM_CONF": str(tmp_path / "slurm.conf"),
+    }
+    res = run_cli("doctor", env=env)
+    assert re.search(
+        r"container: pyxis +warn .*enroot not found: specs with container runtime pyxis cannot run", res.stdout
+    )
+    assert re.search(rf"container: oci +warn .*no RunTimeRun in {tmp_path}/oci\.conf", res.stdout)
