@@ -276,19 +276,26 @@ def run_baseline_job(folder: Path, body: str) -> Path:
     return folder
 
 
+def time_to_command(tmp: Path, name: str, body: str, image: str = "") -> float:
+    """Seconds from a 4-node job's start (its plan written) to its command running on every node; ``body`` is the
+    spec without its command, ``image`` the fields of its ``container:``, if any."""
+    marks = tmp / f"start-{name}"
+    marks.mkdir()
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    if image:
+        body += f"\ncontainer: {{{image}, mounts: ['{marks}:{marks}']}}"
+    spec = held_spec(tmp, f"mode: mpi\nnodes: 4\n{body}\ncommand: 'date +%s.%N > {marks}/t1-$INDEX'")
+    job = sh([TI, "submit", "--wait", str(spec)], env=env).stdout.split()[0]
+    t0 = (tmp / "out" / job / "plan.json").stat().st_mtime
+    return max(float(p.read_text()) for p in marks.glob("t1-*")) - t0
+
+
 def case_job_start(repeat: int, tmp: Path) -> list[Row]:
     times: dict[str, list[float]] = {"on": [], "off": []}
     base_times = []
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
     for i in range(repeat):
         for preflight in ("on", "off"):  # alternating, so both see the same machine
-            marks = tmp / f"start-{preflight}-{i}"
-            marks.mkdir()
-            body = f"mode: mpi\nnodes: 4\npreflight: {preflight}\ncommand: 'date +%s.%N > {marks}/t1-$INDEX'"
-            res = sh([TI, "submit", "--wait", str(held_spec(tmp, body))], env=env)
-            job = res.stdout.split()[0]
-            t0 = (tmp / "out" / job / "plan.json").stat().st_mtime
-            times[preflight].append(max(float(p.read_text()) for p in marks.glob("t1-*")) - t0)
+            times[preflight].append(time_to_command(tmp, f"{preflight}-{i}", f"preflight: {preflight}"))
         base_dir = run_baseline_job(
             tmp / f"base-{i}",
             "date +%s.%N > {dir}/t0\nsrun bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'",
@@ -313,6 +320,65 @@ def case_job_start(repeat: int, tmp: Path) -> list[Row]:
             "<= 1.1x",
             tool <= 1.1 * off,
             f"the checks cost {1000 * (tool - off):+.0f} ms",
+        ),
+    ]
+
+
+IMAGES = Path(os.environ.get("TI_SLURM_IMAGES", "/var/lib/ti-slurm-test/images"))
+
+
+def case_container_start(repeat: int, tmp: Path) -> list[Row]:
+    """Job start inside a training image (pyxis: enroot; oci: crun) against the same job on the bare node, and
+    against the same image by hand (``srun --container-image``, pyxis itself)."""
+    if not (IMAGES / "base.sqsh").exists():
+        return []
+    images = {
+        "bare": "",
+        "pyxis": f"image: {IMAGES / 'base.sqsh'}, runtime: pyxis",
+        "oci": f"image: {IMAGES / 'base' / 'bundle'}, runtime: oci",
+    }
+    times: dict[str, list[float]] = {name: [] for name in images}
+    by_hand = []
+    for i in range(repeat):
+        for name, image in images.items():  # alternating, so all see the same machine
+            times[name].append(time_to_command(tmp, f"image-{name}-{i}", "", image))
+        base_dir = run_baseline_job(
+            tmp / f"image-hand-{i}",
+            "date +%s.%N > {dir}/t0\n"
+            # pyxis runs the cluster's TaskProlog inside the image: it must be mounted there too
+            f"srun --container-image={IMAGES / 'base.sqsh'} "
+            "--container-mounts={dir}:{dir},/run/ti-slurm-cluster:/run/ti-slurm-cluster "
+            "bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'",
+        )
+        t0 = float((base_dir / "t0").read_text())
+        by_hand.append(max(float(p.read_text()) for p in base_dir.glob("t1-*")) - t0)
+    bare, pyxis, oci, hand = (statistics.median(x) for x in (times["bare"], times["pyxis"], times["oci"], by_hand))
+    return [
+        Row(
+            "job start in an image, pyxis (4 nodes)",
+            pyxis,
+            bare,
+            "the same job, bare nodes",
+            "<= bare + 1 s",
+            pyxis <= bare + 1.0,
+            f"the image costs {1000 * (pyxis - bare):+.0f} ms",
+        ),
+        Row(
+            "job start in an image, oci (4 nodes)",
+            oci,
+            bare,
+            "the same job, bare nodes",
+            "<= bare + 1 s",
+            oci <= bare + 1.0,
+            f"the image costs {1000 * (oci - bare):+.0f} ms",
+        ),
+        Row(
+            "job start in an image, pyxis, vs by hand",
+            pyxis,
+            hand,
+            "sbatch + srun --container-image",
+            "<= 1.2x + 1 s",
+            pyxis <= 1.2 * hand + 1.0,
         ),
     ]
 
@@ -608,6 +674,7 @@ def main() -> int:
             rows += case_controller_load(tmp, 4, 150)
         rows += case_ssh_submit(repeat, tmp)
         rows += case_job_start(1 if args.quick else 3, tmp)
+        rows += case_container_start(1 if args.quick else 3, tmp)
         rows += case_failure(1 if args.quick else 3, tmp)
         rows += case_requeue(1 if args.quick else 3, tmp)
     print(f"{'case':<52} {'ti-slurm':>10} {'baseline':>10} {'ratio':>7}  {'target':<22} {'met':<4} baseline / note")
