@@ -8,6 +8,7 @@ run must equal, parameter for parameter, the model of the same run without inter
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -119,6 +120,30 @@ def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
     assert urgent.isdigit()
     assert_nothing_left(out)
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, runtime: str) -> None:
+    """The checkpoint signal reaches the command inside the image, and only it (enroot's squashfuse, which
+    holds the image's files, dies of SIGUSR2), and the image outlives torch's launcher, which dies of it."""
+    images = Path("/var/lib/ti-slurm-test/images")
+    image = images / ("train.sqsh" if runtime == "pyxis" else "train/bundle")
+    if not image.exists():
+        pytest.skip(f"no {image} (ci/containers/setup)")
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    container = {"image": str(image), "runtime": runtime}
+    spec = training(tmp_path, 160, out, partition="lowprio", restart={"max": 2}, container=container)
+    job = ti_slurm.submit(spec)
+    wait_for_step(job, 40)
+    preempt_lowprio()
+    final = job.wait(timeout=600)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
+    first = (Path(job.job_dir) / "attempts" / "0" / "logs" / "ddp-0.log").read_text()
+    assert "saved step" in first
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)  # the image's torch, the same model
+    assert_nothing_left(out)
+    assert_nothing_left(re.escape(str(image)) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\.")
 
 
 @pytest.mark.parametrize(

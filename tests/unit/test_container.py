@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -80,7 +83,31 @@ def test_enroot_gets_the_mounts_and_the_variable_names_never_their_values(tmp_pa
     assert "MASTER_ADDR" in names and "SECRET_TOKEN" in names and "PATH" not in names
     assert not any("s3cr3t" in word for word in argv)  # values stay in the environment
     assert argv[-4:-1] == ["/images/train.sqsh", "/bin/bash", "-c"]
-    assert argv[-1] == f"cd -- {tmp_path}/code || exit 1\npython train.py"
+    assert argv[-1].endswith(f"\ncd -- {tmp_path}/code || exit 1\npython train.py")
+
+
+def test_the_images_first_shell_outlives_its_command(tmp_path: Path) -> None:
+    """The container's first process holds the image's files (enroot's squashfuse goes with it): it ends only once
+    the command has, and after a signal only once every other process of the container has (as torch's workers,
+    in sessions of their own, outlive their launcher, which dies of the checkpoint signal)."""
+    import subprocess
+
+    from ti_slurm.job.process import process_tree
+
+    doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": {"image": "/i.sqsh"}, "signal": {"name": "USR2"}}
+    run = ImageRun(plan_of(doc, workdir=str(tmp_path)), 0, 0, "n1", str(tmp_path), node_env(tmp_path))
+    worker = f"trap 'sleep 1; echo saved > {tmp_path}/saved-$1; exit 0' USR2 TERM; sleep 30 & wait"
+    launcher = f"setsid bash -c {shlex.quote(worker)} worker $1 & wait"  # the launcher itself dies of either signal
+    for signum, code in ((signal.SIGUSR2, 128 + signal.SIGUSR2), (signal.SIGTERM, 143)):
+        script = run.argv(f"bash -c {shlex.quote(launcher)} launcher {signum}")[-1]
+        # a mount namespace of its own, as in a container: the processes of the host are not the image's
+        argv = ["unshare", "--mount", "--propagation", "private", "/bin/bash", "-c", script]
+        proc = subprocess.Popen(argv, start_new_session=True)
+        time.sleep(1)
+        for pid in process_tree(proc.pid):  # what the node's step does with the checkpoint signal
+            os.kill(pid, signum)
+        assert proc.wait(timeout=15) == code
+        assert (tmp_path / f"saved-{signum}").read_text() == "saved\n"  # before its first shell ended
 
 
 def test_a_relative_image_and_mount_are_taken_from_the_workdir(tmp_path: Path) -> None:
@@ -114,7 +141,8 @@ def test_oci_gets_a_bundle_of_its_own_made_as_slurm_makes_it(tmp_path: Path) -> 
     assert argv == ["crun", "--root=/run/c/alice", "run", "--bundle", str(step_bundle), "node01.alice.42.3.1x1"]
     config = json.loads((step_bundle / "config.json").read_text())
     assert config["root"]["path"] == str(bundle / "rootfs")
-    assert config["process"]["args"] == ["/bin/bash", "-c", f"cd -- {code} || exit 1\npython train.py"]
+    assert config["process"]["args"][:2] == ["/bin/bash", "-c"]
+    assert config["process"]["args"][2].endswith(f"\ncd -- {code} || exit 1\npython train.py")
     assert "PATH=/usr/bin" in config["process"]["env"] and "MASTER_ADDR=10.0.0.1" in config["process"]["env"]
     assert "MASTER_ADDR=stale" not in config["process"]["env"]
     assert {"type": "pid"} not in config["linux"]["namespaces"]  # the host's processes: signals reach the command

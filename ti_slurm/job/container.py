@@ -51,6 +51,28 @@ HOST_ONLY = frozenset(
 )
 
 
+# The shell that is the container's first process. The image's files live as long as it does (enroot ties its
+# squashfuse to it), so it outlives its command: a stop signal ends it only once the command has exited (with the
+# code bash reports for that signal), the checkpoint signal not at all; and after either it waits for every other
+# process of the container (torch's launcher dies of the checkpoint signal while its workers, in sessions of their
+# own, are still saving). Bash builtins only: the image may have nothing else.
+HOLDER = r"""__ti_slurm_wait() {
+  local p argv0; exec {__ti_slurm_fd}<> <(:)
+  while :; do
+    for p in /proc/[0-9]*; do
+      [[ ${p#/proc/} != "$$" && $p/ns/mnt -ef /proc/$$/ns/mnt ]] || continue
+      IFS= read -r -d '' argv0 < "$p/cmdline" 2>/dev/null || continue
+      case ${argv0##*/} in fuse-shim|squashfuse*|fuse-overlayfs) continue ;; esac
+      read -rt 0.2 -u "$__ti_slurm_fd"; continue 2
+    done
+    break
+  done
+}
+trap '__ti_slurm_rc=$?; [[ -z ${__ti_slurm_signalled-} ]] || __ti_slurm_wait; exit $__ti_slurm_rc' EXIT
+trap '__ti_slurm_signalled=1; exit 143' TERM; trap '__ti_slurm_signalled=1; exit 130' INT
+trap '__ti_slurm_signalled=1; exit 129' HUP"""
+
+
 class ContainerError(Exception):
     """Why a node cannot run its image (one line, naming the cause)."""
 
@@ -156,10 +178,14 @@ class ImageRun:
         return self._oci_argv(command)
 
     def _script(self, command: str) -> str:
-        """The shell text run in the image: into the workdir, the launch agent first on PATH, then the command."""
+        """The shell text run in the image: the holder (:data:`HOLDER`), into the workdir, the launch agent first
+        on PATH, then the command."""
         from ti_slurm.job.main import shell_quote
 
-        lines = [f"cd -- {shell_quote(self.workdir)} || exit 1"]
+        lines = [HOLDER]
+        if self.plan.checkpoint_signal:
+            lines.append(f"trap __ti_slurm_signalled=1 {self.plan.checkpoint_signal}")
+        lines.append(f"cd -- {shell_quote(self.workdir)} || exit 1")
         agent = self.env.get("TI_SLURM_AGENT_DIR")
         if agent:
             lines.append(f'PATH={shell_quote(agent)}:"$PATH"')

@@ -118,13 +118,13 @@ class NodeRun(Record):
         users = command is None
         command = command or plan.command_of(self.component)
         required = get_mode(plan.mode).rule.is_required(plan.components[self.component].name)
-        watch = NodeWatch(self, watch_silence=users and required)
+        forward = checkpoint_signals(plan) if users else ()
+        watch = NodeWatch(self, watch_silence=users and required, signals=bool(forward))
 
         def guard_all(pid: int) -> int | None:
             forced = watch.tick(pid)
             return guard() if forced is None and guard is not None else forced
 
-        forward = checkpoint_signals(plan) if users else ()
         workdir = None if self.image is not None else plan.workdir
         code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward)
         self.record(code, watch.error)

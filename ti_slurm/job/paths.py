@@ -95,6 +95,11 @@ class JobPaths(Record):
     def checkpoint_dir(self) -> str:
         return self._in("checkpoint")
 
+    @property
+    def signal(self) -> str:
+        """``<attempt> <SIGNAL>``: the checkpoint signal every node's step is to pass to its command (Slurm)."""
+        return self._in("signal")
+
     def heartbeat(self, component: str, n: object) -> str:
         """The file the n-th node's command may touch to show it is alive."""
         return self._in("heartbeat", node_label(component, n))

@@ -76,8 +76,9 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
-# a container runtime's own processes (they hold the image's filesystem): the checkpoint signal is not for them
-NOT_SIGNALLED = frozenset(("squashfuse", "squashfuse_ll", "fuse-overlayfs", "crun", "runc", "enroot-nsenter"))
+# a container runtime's own processes, by their argv[0] (they hold the image's filesystem: enroot's fuse-shim kills
+# its squashfuse when it dies): the checkpoint signal is not for them
+NOT_SIGNALLED = frozenset(("fuse-shim", "squashfuse", "squashfuse_ll", "fuse-overlayfs", "crun", "runc", "crun-slurm"))
 TREE_EVERY = 2.0  # seconds between looks at a command's process tree, when it may get the checkpoint signal
 
 
@@ -196,12 +197,13 @@ def _stat(pid: int | str) -> list[str] | None:
 
 
 def command_name(pid: int) -> str:
-    """Process ``pid``'s command name (``/proc/<pid>/comm``); "" if it is gone."""
+    """The name process ``pid`` was started as (its argv[0], without the directory); "" if it is gone."""
     try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv0 = fh.read().split(b"\0", 1)[0]
     except OSError:
         return ""
+    return os.path.basename(argv0.decode(errors="replace"))
 
 
 def process_tree(pid: int) -> list[int]:

@@ -154,8 +154,12 @@ class SlurmLauncher:
         terminate(launch.proc, grace + 5, group=False)
 
     def pass_signal(self, launch: Launch, signum: int) -> None:
-        if launch.proc.poll() is None:
-            launch.proc.send_signal(signum)  # srun passes it to every task of its step
+        # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own
+        # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
+        # for this file while its command runs and passes the signal to the command's processes only.
+        from ti_slurm.job.node import write_atomic
+
+        write_atomic(JobPaths(self.job_dir).signal, f"{self.restart_count} {signal.Signals(signum).name}\n")
 
 
 class LocalLauncher:

@@ -53,8 +53,12 @@ def mtime(path: str) -> float:
 class NodeWatch:
     """Called about twice a second while a node's command runs (see :func:`ti_slurm.job.process.run_command`)."""
 
-    def __init__(self, run: NodeRun, watch_silence: bool) -> None:
+    def __init__(self, run: NodeRun, watch_silence: bool, signals: bool = False) -> None:
         paths = JobPaths(run.job_dir)
+        # the supervisor's checkpoint signal (Slurm): this attempt's line in the signal file, once
+        self.signal_file = paths.signal if signals else ""
+        self.attempt = run.env.get("TI_SLURM_RESTART_COUNT", "0")
+        self.signal_seen = 0.0
         name = run.plan.components[run.component].name
         self.alive_file = step_alive_file(paths, name, run.contract.index)
         self.watched = (paths.node_log(name, run.contract.index), run.env.get("TI_SLURM_HEARTBEAT_FILE", ""))
@@ -63,6 +67,24 @@ class NodeWatch:
         self.started = time.time()
         self.touched = 0.0
         self.error = ""  # why the command was stopped, once it was
+
+    def check_signal(self) -> None:
+        """When the supervisor wrote this attempt's checkpoint signal, send it to this step (whose handler passes
+        it to the command's processes, see :func:`ti_slurm.job.process.run_command`)."""
+        changed = mtime(self.signal_file)
+        if changed == self.signal_seen:
+            return
+        self.signal_seen = changed
+        try:
+            with open(self.signal_file) as fh:
+                attempt, name = fh.read().split()
+        except (OSError, ValueError):
+            return
+        if attempt == self.attempt:
+            import signal
+
+            self.signal_file = ""  # once per attempt
+            os.kill(os.getpid(), int(getattr(signal, name)))
 
     def mark_alive(self, text: str) -> None:
         """Rewrite the liveness file (its time says the step is alive; ``text``: when the command last wrote)."""
@@ -74,7 +96,10 @@ class NodeWatch:
             pass  # the record of liveness matters less than the command
 
     def tick(self, pgid: int) -> int | None:
-        """Mark the step alive when due; return :data:`HUNG_EXIT` once the command is found hung."""
+        """Mark the step alive when due, pass on the checkpoint signal when it came; return :data:`HUNG_EXIT`
+        once the command is found hung."""
+        if self.signal_file:
+            self.check_signal()
         now = time.time()
         watching = bool(self.silence) and not self.error
         last = max(self.started, *(mtime(path) for path in self.watched if path)) if watching else now
