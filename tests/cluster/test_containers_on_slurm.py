@@ -118,6 +118,27 @@ def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp
     assert logs.count("checkpoint dir") == 2
 
 
+def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
+    """Ray's head, workers and driver all run the image's ray (this machine's is not on the image's PATH)."""
+    for name in ("job.py", "rank.py"):
+        shutil.copy(ROOT / "examples" / "ray" / name, tmp_path / name)
+    body = (
+        "mode: ray\ncommand: python job.py && python rank.py && "
+        "python -c 'import ray; print(\"ray from\", ray.__file__)'\nrendezvous_timeout: 120\n"
+        f"container: {container('pyxis')}\nhead: {{cpus_per_node: 1}}\nworker_groups:\n"
+        "  - {nodes: 1, cpus_per_node: 1}\n  - {nodes: 1, cpus_per_node: 2, gpus_per_node: 1}"
+    )
+    job = Job(tmp_path, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    head_log = (job.job_dir / "logs" / "head-0.log").read_text()
+    assert "计数器结果: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" in head_log
+    assert re.search(r"f\(1, 2, 3\) = 6 on node\d\d \(RANK=1\)", head_log)
+    # the driver's ray is the image's (this machine's is in /root/.pyenv, not mounted there)
+    assert "ray from /usr/local/lib/python3.11/dist-packages/ray/__init__.py" in head_log
+    time.sleep(1)
+    assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []
+
+
 def fails_at_once(tmp_path: Path, body: str, cause: str, node: str = r"node\d\d") -> None:
     """The job fails before its command with one line naming a node (the first to report) and ``cause``."""
     started = time.monotonic()
@@ -190,6 +211,23 @@ def test_cancel_leaves_no_container_and_no_process(tmp_path: Path, runtime: str)
         assert not [p for p in Path("/run/crun-slurm").glob(f"*/*.{job.id}.*")]
     else:  # enroot's mounts of the image: gone
         assert image not in Path("/proc/mounts").read_text()
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_a_command_in_an_image_that_ti_slurm_stops_leaves_nothing(tmp_path: Path, runtime: str) -> None:
+    """The workers' rendezvous guard stops their commands (not Slurm): the image's processes go too, although
+    an OCI runtime starts them in a session of their own."""
+    command = f"sleep 7{uuid.uuid4().int % 1000:03d}"
+    body = f"mode: ddp\nnodes: 2\nrendezvous_timeout: 3\ncontainer: {container(runtime, 'base')}\ncommand: {command}"
+    job = Job(tmp_path, body)
+    assert job.result.returncode == 1 and "exited 124" in job.result.stderr, job.result.stderr
+    assert "rendezvous timeout" in job.logs()
+    runtime_processes = re.escape(str(IMAGES / "base")) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\."
+    deadline = time.monotonic() + 30
+    while (processes_matching(command) or processes_matching(runtime_processes)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert processes_matching(command) == [] and processes_matching(runtime_processes) == []
+    assert not list(Path("/run/crun-slurm").glob(f"*/*.{job.id}.*"))
 
 
 def test_doctor_says_which_runtimes_a_node_can_use(tmp_path: Path) -> None:

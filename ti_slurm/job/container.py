@@ -82,15 +82,22 @@ def image_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in HOST_ONLY}
 
 
-def mounts(plan: JobPlan, container: Container, job_dir: str, env: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """(source, destination, ro|rw) of every mount: the job's own directories at their own paths, then the spec's."""
+def own_dirs(plan: JobPlan, container: Container, job_dir: str, env: Mapping[str, str]) -> list[str]:
+    """The job's own directories, mounted at their own paths: the job directory, the checkpoint directory,
+    Ray's node directory (its daemons and the driver, each a launch and so a container of its own, share its
+    sockets), and the job's workdir unless ``container.workdir`` names another."""
     own = [os.path.abspath(job_dir)]
-    checkpoint = env.get("TI_SLURM_CHECKPOINT_DIR", "")
-    if checkpoint and not _inside(checkpoint, own[0]):
-        own.append(checkpoint)
+    for shared in (env.get("TI_SLURM_CHECKPOINT_DIR", ""), env.get("TI_SLURM_RAY_TEMP_DIR", "")):
+        if shared and not any(_inside(shared, d) for d in own):
+            own.append(shared)
     if not container.workdir and plan.workdir and not any(_inside(plan.workdir, d) for d in own):
         own.append(plan.workdir)
-    out = [(d, d, "rw") for d in own]
+    return own
+
+
+def spec_mounts(plan: JobPlan, container: Container) -> list[tuple[str, str, str]]:
+    """(source, destination, ro|rw) of the spec's ``mounts`` (a relative source: from the workdir)."""
+    out = []
     for text in container.mounts:
         parts = text.split(":")
         src = parts[0] if parts[0].startswith("/") else os.path.join(plan.workdir or os.getcwd(), parts[0])
@@ -116,7 +123,8 @@ class ImageRun:
         self.paths = JobPaths(job_dir)
         self.label = node_label(plan.components[component].name, index)
         self.workdir = container.workdir or plan.workdir or "/"
-        self.mounts = mounts(plan, container, job_dir, env)
+        self.own = own_dirs(plan, container, job_dir, env)
+        self.mounts = [(d, d, "rw") for d in self.own] + spec_mounts(plan, container)
         image = container.image
         if "://" not in image and not image.startswith("/"):
             image = os.path.join(plan.workdir or os.getcwd(), image)
@@ -134,7 +142,7 @@ class ImageRun:
                 self._check_pyxis()
             else:
                 self._check_oci()
-            for src, _dst, _option in self.mounts:
+            for src, _dst, _option in spec_mounts(self.plan, self.container):
                 if not os.path.exists(src):
                     raise ContainerError(f"mount {src}: no such file or directory on this node")
         except ContainerError as exc:
@@ -172,6 +180,8 @@ class ImageRun:
     # -- each launch --------------------------------------------------------------
     def argv(self, command: str) -> list[str]:
         """The argv that runs ``bash -c command`` in the image, from its workdir, with the node's environment."""
+        for path in self.own:  # the job's own: Ray's node directory is new
+            os.makedirs(path, exist_ok=True)
         self.launches += 1
         if self.runtime == "pyxis":
             return self._enroot_argv(command)

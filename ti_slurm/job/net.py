@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import time
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def port_is_free(port: int) -> bool:
     """Whether a server could listen on ``port`` on every address right now (IPv4 and, where there is one, IPv6).
@@ -46,14 +50,14 @@ def port_accepts(addr: str, port: int, timeout: float) -> bool:
         return False
 
 
-def wait_for_port(addr: str, port: int, timeout: float) -> bool:
-    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes."""
+def wait_for_port(addr: str, port: int, timeout: float, give_up: Callable[[], bool] | None = None) -> bool:
+    """Poll until ``addr:port`` accepts a TCP connection, or the timeout passes (or ``give_up()`` says so)."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
         if port_accepts(addr, port, min(2.0, timeout)):
             return True
-        if time.monotonic() + delay > deadline:
+        if time.monotonic() + delay > deadline or (give_up is not None and give_up()):
             return False
         time.sleep(delay)
         delay = min(delay * 2, 1.0)

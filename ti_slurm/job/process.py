@@ -79,7 +79,7 @@ def signal_group(pid: int, signum: int) -> None:
 # a container runtime's own processes, by their argv[0] (they hold the image's filesystem: enroot's fuse-shim kills
 # its squashfuse when it dies): the checkpoint signal is not for them
 NOT_SIGNALLED = frozenset(("fuse-shim", "squashfuse", "squashfuse_ll", "fuse-overlayfs", "crun", "runc", "crun-slurm"))
-TREE_EVERY = 2.0  # seconds between looks at a command's process tree, when it may get the checkpoint signal
+TREE_EVERY = 2.0  # seconds between looks at a command's process tree
 
 
 def run_command(
@@ -93,8 +93,11 @@ def run_command(
     """Run ``argv`` (``bash -c command``, maybe through a container runtime) in its own process group
     and return its exit code.
 
-    SIGTERM/SIGINT/SIGHUP are forwarded to the whole group; whatever is left
-    ``grace`` seconds later, or once the command has exited, is killed.
+    SIGTERM/SIGINT/SIGHUP are forwarded to the whole group and to every process
+    the command started (looked at every :data:`TREE_EVERY` seconds, and kept
+    once seen: in sessions of their own, as an OCI runtime starts the image's
+    first process, and after their parent died); whatever is left ``grace``
+    seconds later, or once the command has exited, is killed.
 
     The signals in ``forward`` (the checkpoint signal) go to the group and to
     every process the command started, even in sessions of their own (torch's
@@ -114,20 +117,22 @@ def run_command(
     kill_at: float | None = None
     forced: int | None = None
     saving: set[int] = set()  # the processes that got the checkpoint signal
-    # The command's processes as last seen (pid -> start time, so a reused pid is never signalled).
-    # Slurm signals every process of the step at once, so torch's launcher may die of the signal before
-    # it reaches this handler: its workers, in sessions of their own, are then no longer in its tree,
-    # but they are in this record of it.
+    # The command's processes once seen, while they run (pid -> start time, so a reused pid is never
+    # signalled): torch's launcher dies of the checkpoint signal, and an OCI runtime may die first; their
+    # children, in sessions of their own, are then no longer in the tree, but they are in this record of it.
     seen: dict[int, str | None] = {}
     next_look = 0.0
 
-    def look() -> None:
+    def look() -> set[int]:
+        """Note the command's processes now; return every one seen that still runs."""
         seen.update({pid: start_time(pid) for pid in process_tree(proc.pid) if command_name(pid) not in NOT_SIGNALLED})
+        for pid, started in list(seen.items()):
+            if started is None or start_time(pid) != started:
+                del seen[pid]  # gone: its pid may be reused
+        return set(seen)
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
-        look()
-        saving.update(pid for pid, started in seen.items() if started is not None and start_time(pid) == started)
-        signal_group(proc.pid, signum)
+        saving.update(look())  # the group too, but not a container runtime's own processes
         for pid in saving:
             signal_pid(pid, signum)
 
@@ -139,7 +144,7 @@ def run_command(
     def stop(signum: int) -> None:
         nonlocal kill_at
         signal_group(proc.pid, signum)
-        for pid in saving:
+        for pid in look():
             signal_pid(pid, signum)
         if kill_at is None:
             kill_at = time.monotonic() + grace
@@ -149,7 +154,7 @@ def run_command(
 
     def kill_all() -> None:
         signal_group(proc.pid, signal.SIGKILL)
-        for pid in saving:
+        for pid in look():
             signal_pid(pid, signal.SIGKILL)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -160,8 +165,7 @@ def run_command(
                 code = proc.wait(timeout=0.5)
                 break
             except subprocess.TimeoutExpired:
-                if forward and time.monotonic() >= next_look:
-                    seen.clear()  # the gone ones: their pids may be reused
+                if time.monotonic() >= next_look:
                     look()
                     next_look = time.monotonic() + TREE_EVERY
                 if kill_at is not None and time.monotonic() > kill_at:

@@ -126,7 +126,9 @@ class Ray(Mode):
         workdir = None if run.image is not None else plan.workdir or None
         head = start_group(run.argv(_deaf(plan, ray_start_args(env, head=True, ray=ray))), env, workdir)
         try:
-            if not wait_for_port(head_addr, head_port, plan.rendezvous_timeout) or head.poll() is not None:
+            # the head's `ray start` failing (it exits) is noticed at once, not after the rendezvous timeout
+            up = wait_for_port(head_addr, head_port, plan.rendezvous_timeout, lambda: head.poll() is not None)
+            if not up or head.poll() is not None:
                 print(f"ti-slurm: the Ray head did not start on {head_addr}:{head_port}", file=sys.stderr, flush=True)
                 run.record(124)
                 return 124
