@@ -275,6 +275,7 @@ class ImageRun:
             "%U": str(os.getuid()),
             "%m": self.paths.containers_dir,
         }
+        self.oci_conf = self.oci_conf or read_oci_conf(oci_conf_path(self.env))  # check() reads it first
         return [_fill(word, values) for word in shlex.split(self.oci_conf[key])]
 
     # -- after the command --------------------------------------------------------
