@@ -120,20 +120,25 @@ def run_command(
     # The command's processes once seen, while they run (pid -> start time, so a reused pid is never
     # signalled): torch's launcher dies of the checkpoint signal, and an OCI runtime may die first; their
     # children, in sessions of their own, are then no longer in the tree, but they are in this record of it.
-    seen: dict[int, str | None] = {}
+    seen: dict[int, str] = {}
     next_look = 0.0
 
     def look() -> set[int]:
         """Note the command's processes now; return every one seen that still runs."""
-        seen.update({pid: start_time(pid) for pid in process_tree(proc.pid) if command_name(pid) not in NOT_SIGNALLED})
         for pid, started in list(seen.items()):
-            if started is None or start_time(pid) != started:
+            if start_time(pid) != started:
                 del seen[pid]  # gone: its pid may be reused
+        for pid in process_tree(proc.pid):
+            if pid not in seen and command_name(pid) not in NOT_SIGNALLED:
+                now = start_time(pid)
+                if now is not None:
+                    seen[pid] = now
         return set(seen)
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
-        saving.update(look())  # the group too, but not a container runtime's own processes
-        for pid in saving:
+        pids = look()  # the group too, but not a container runtime's own processes
+        saving.update(pids)
+        for pid in pids:
             signal_pid(pid, signum)
 
     for signum in forward:

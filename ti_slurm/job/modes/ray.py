@@ -193,8 +193,9 @@ def ray_start_args(env: dict[str, str], head: bool, ray: str = "ray") -> list[st
 
 
 def _deaf(plan: JobPlan, args: list[str]) -> str:
-    """A shell line running Ray's daemons with the checkpoint signal ignored (inherited across exec): on
-    Slurm it reaches every process of the step, and only the driver, on the head, is to act on it."""
+    """A shell line running Ray's daemons with the checkpoint signal ignored (inherited across exec): ti-slurm
+    passes it to the driver only, but one sent to the job by hand (``scancel --signal``) reaches every process
+    of the step, and only the driver, on the head, is to act on it."""
     line = f"exec {_join(args)}"
     return f"trap '' {plan.checkpoint_signal}; {line}" if plan.checkpoint_signal else line
 
