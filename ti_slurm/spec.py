@@ -101,10 +101,9 @@ class ContainerSpec(_Strict):
 
 def parse_mount(text: str) -> tuple[str, str, str]:
     """``SRC:DST[:ro|rw]`` as (source, destination, option); a ValueError says what is wrong."""
-    parts = text.split(":")
-    if len(parts) not in (2, 3) or not all(parts[:2]):
-        raise ValueError(f"{text!r} is not SRC:DST or SRC:DST:ro (paths may not hold ':')")
-    src, dst, option = parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"
+    from ti_slurm.job.container import split_mount
+
+    src, dst, option = split_mount(text)
     if option not in _MOUNT_OPTIONS:
         raise ValueError(f"{text!r}: the option is ro or rw, not {option!r}")
     if not dst.startswith("/"):

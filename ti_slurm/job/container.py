@@ -95,13 +95,21 @@ def own_dirs(plan: JobPlan, container: Container, job_dir: str, env: Mapping[str
     return own
 
 
+def split_mount(text: str) -> tuple[str, str, str]:
+    """``SRC:DST[:ro|rw]`` as (source, destination, option; rw when none is given). The spec checks the rest."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        raise ValueError(f"{text!r} is not SRC:DST or SRC:DST:ro (paths may not hold ':')")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else "rw"
+
+
 def spec_mounts(plan: JobPlan, container: Container) -> list[tuple[str, str, str]]:
     """(source, destination, ro|rw) of the spec's ``mounts`` (a relative source: from the workdir)."""
     out = []
     for text in container.mounts:
-        parts = text.split(":")
-        src = parts[0] if parts[0].startswith("/") else os.path.join(plan.workdir or os.getcwd(), parts[0])
-        out.append((os.path.normpath(src), parts[1], parts[2] if len(parts) == 3 else "rw"))
+        src, dst, option = split_mount(text)
+        src = src if src.startswith("/") else os.path.join(plan.workdir or os.getcwd(), src)
+        out.append((os.path.normpath(src), dst, option))
     return out
 
 
