@@ -290,18 +290,22 @@ def time_to_command(tmp: Path, name: str, body: str, image: str = "") -> float:
     return max(float(p.read_text()) for p in marks.glob("t1-*")) - t0
 
 
+def baseline_to_command(folder: Path, srun: str) -> float:
+    """Seconds from a hand-written 4-node batch script's start to ``srun`` (its options) running a command on
+    every node."""
+    command = "bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'"
+    folder = run_baseline_job(folder, f"date +%s.%N > {{dir}}/t0\n{srun} {command}")
+    t0 = float((folder / "t0").read_text())
+    return max(float(p.read_text()) for p in folder.glob("t1-*")) - t0
+
+
 def case_job_start(repeat: int, tmp: Path) -> list[Row]:
     times: dict[str, list[float]] = {"on": [], "off": []}
     base_times = []
     for i in range(repeat):
         for preflight in ("on", "off"):  # alternating, so both see the same machine
             times[preflight].append(time_to_command(tmp, f"{preflight}-{i}", f"preflight: {preflight}"))
-        base_dir = run_baseline_job(
-            tmp / f"base-{i}",
-            "date +%s.%N > {dir}/t0\nsrun bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'",
-        )
-        t0 = float((base_dir / "t0").read_text())
-        base_times.append(max(float(p.read_text()) for p in base_dir.glob("t1-*")) - t0)
+        base_times.append(baseline_to_command(tmp / f"base-{i}", "srun"))
     tool, off, base = (statistics.median(x) for x in (times["on"], times["off"], base_times))
     return [
         Row(
@@ -342,16 +346,12 @@ def case_container_start(repeat: int, tmp: Path) -> list[Row]:
     for i in range(repeat):
         for name, image in images.items():  # alternating, so all see the same machine
             times[name].append(time_to_command(tmp, f"image-{name}-{i}", "", image))
-        base_dir = run_baseline_job(
-            tmp / f"image-hand-{i}",
-            "date +%s.%N > {dir}/t0\n"
-            # pyxis runs the cluster's TaskProlog inside the image: it must be mounted there too
+        # pyxis runs the cluster's TaskProlog inside the image: it must be mounted there too
+        srun = (
             f"srun --container-image={IMAGES / 'base.sqsh'} "
-            "--container-mounts={dir}:{dir},/run/ti-slurm-cluster:/run/ti-slurm-cluster "
-            "bash -c 'date +%s.%N > {dir}/t1-$SLURM_NODEID'",
+            "--container-mounts={dir}:{dir},/run/ti-slurm-cluster:/run/ti-slurm-cluster"
         )
-        t0 = float((base_dir / "t0").read_text())
-        by_hand.append(max(float(p.read_text()) for p in base_dir.glob("t1-*")) - t0)
+        by_hand.append(baseline_to_command(tmp / f"image-hand-{i}", srun))
     bare, pyxis, oci, hand = (statistics.median(x) for x in (times["bare"], times["pyxis"], times["oci"], by_hand))
     return [
         Row(
