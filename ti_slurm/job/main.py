@@ -28,6 +28,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ti_slurm.job.plan import JobPlan
+
 _SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
 USAGE = (
     "usage: main.py node PLAN COMPONENT JOB_DIR [--print-env] | agent SSH-ARGS... | in-image JOB_DIR COMPONENT COMMAND"
@@ -56,17 +58,24 @@ def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
     sys.stdout.write("".join(f"export {k}={shell_quote(v)}\n" for k, v in env_changes(env, inherited).items()))
 
 
-def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
-    """Serve this node's share of component number ``component``; with ``dry_run``, print its environment."""
+def read_plan(plan_path: str) -> JobPlan:
+    """The job's plan; one line when it cannot be read."""
     from ti_slurm.errors import TiSlurmError
-    from ti_slurm.job.node import prepare_node, run_node
     from ti_slurm.job.plan import JobPlan
 
     try:
         with open(plan_path, encoding="utf-8") as fh:
-            plan = JobPlan.from_json(fh.read())
+            return JobPlan.from_json(fh.read())
     except (OSError, ValueError, TypeError, KeyError) as exc:  # unreadable, not JSON, not a plan
         raise TiSlurmError(f"plan {plan_path}: cannot read it: {exc}") from None
+
+
+def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
+    """Serve this node's share of component number ``component``; with ``dry_run``, print its environment."""
+    from ti_slurm.errors import TiSlurmError
+    from ti_slurm.job.node import prepare_node, run_node
+
+    plan = read_plan(plan_path)
     if not component.isdigit() or int(component) >= len(plan.components):
         raise TiSlurmError(f"component {component!r} is not a component of this {plan.mode} job")
     if dry_run:
@@ -81,11 +90,9 @@ def in_image(job_dir: str, component_name: str, command: str) -> int:
     from ti_slurm.errors import TiSlurmError
     from ti_slurm.job.container import ImageRun
     from ti_slurm.job.paths import JobPaths
-    from ti_slurm.job.plan import JobPlan
     from ti_slurm.job.process import exit_code
 
-    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
-        plan = JobPlan.from_json(fh.read())
+    plan = read_plan(JobPaths(job_dir).plan)
     names = [c.name for c in plan.components]
     if component_name not in names:
         raise TiSlurmError(f"component {component_name!r} is not a component of this {plan.mode} job")
