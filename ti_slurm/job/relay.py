@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 
+from ti_slurm.job.node import write_atomic
+from ti_slurm.job.process import exit_code
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     import socket
@@ -52,9 +55,7 @@ class Relay:
         self.server = socket.create_server(("127.0.0.1", 0), backlog=64)
         self.address = f"127.0.0.1:{self.server.getsockname()[1]}:{self.secret}"
         # for commands the agent starts on this node (Open MPI's daemons, which may start others: tree spawn)
-        fd = os.open(relay_file(agent_dir, node), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.address + "\n")
+        write_atomic(relay_file(agent_dir, node), self.address + "\n", 0o600)
 
     def start(self) -> None:
         import threading
@@ -93,8 +94,7 @@ class Relay:
                     conn.sendall(chunk)
             except OSError:  # the caller went away: its command goes too
                 proc.terminate()
-            code = proc.wait()
-            write_code(os.path.join(self.agent_dir, f"rc.{ident}"), 128 - code if code < 0 else code)
+            write_atomic(os.path.join(self.agent_dir, f"rc.{ident}"), f"{exit_code(proc.wait())}\n")
 
 
 def relay_file(agent_dir: str, node: str) -> str:
@@ -124,8 +124,3 @@ def read_request(stream: object) -> tuple[str, str, list[str]] | None:
             word += ch
         args.append(word.decode(errors="surrogateescape"))
     return secret, ident, args
-
-
-def write_code(path: str, code: int) -> None:
-    with open(path, "w") as fh:
-        fh.write(f"{code}\n")
