@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ti_slurm.errors import ConfigError
 from ti_slurm.job.container import ImageRun, image_env, read_oci_conf
 from ti_slurm.job.plan import Container, JobPlan
 from ti_slurm.job.relay import CLIENT, Relay, read_request
@@ -49,6 +50,9 @@ def test_the_container_travels_into_the_job_and_back() -> None:
 def test_the_site_chooses_the_runtime_a_spec_leaves_open() -> None:
     assert parse_site_config({}).container_runtime == "pyxis"
     assert parse_site_config({"container_runtime": "oci"}).container_runtime == "oci"
+    with pytest.raises(ConfigError) as err:
+        parse_site_config({"container_runtime": "docker"}, "/etc/ti-slurm/config.toml")
+    assert str(err.value) == '/etc/ti-slurm/config.toml: container_runtime: \'docker\': expected "pyxis" or "oci"'
 
 
 def test_the_image_gets_the_nodes_variables_but_not_the_hosts_search_paths() -> None:
