@@ -161,6 +161,12 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
 
         remember_signals(checkpoint_signals(plan))
     contract, env = prepare_node(plan, component, job_dir, environ)
+    stop = None
+    if "SLURM_JOB_ID" in environ:  # the supervisor stops a Slurm step through a file, not through srun
+        from ti_slurm.job.watch import watch_stop_request
+
+        path = JobPaths(job_dir).stop_request(plan.components[component].name)
+        stop = watch_stop_request(path, env["TI_SLURM_RESTART_COUNT"])
     image = None
     if plan.components[component].container is not None:
         from ti_slurm.job.container import ImageRun
@@ -178,10 +184,13 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
             env["TI_SLURM_AGENT_RELAY"] = relay.address
     run = NodeRun(plan, component, contract, env, job_dir, started, image)
     try:
-        return checked_run(run)
+        code = checked_run(run)
     finally:
         if image is not None:
             image.cleanup()
+    # Stopped on request, the step ends 0 (its record keeps the command's code): srun's --kill-on-bad-exit
+    # would otherwise kill the step's other nodes while they still stop within their grace.
+    return 0 if stop is not None and stop.is_set() else code
 
 
 def refuse(run: NodeRun, problem: str) -> int:

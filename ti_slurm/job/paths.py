@@ -100,6 +100,10 @@ class JobPaths(Record):
         """``<attempt> <SIGNAL>``: the checkpoint signal every node's step is to pass to its command (Slurm)."""
         return self._in("signal")
 
+    def stop_request(self, component: str) -> str:
+        """``<attempt>``: the supervisor asks every node of ``component`` to stop its command (Slurm)."""
+        return self._in(f"stop.{component}")
+
     def heartbeat(self, component: str, n: object) -> str:
         """The file the n-th node's command may touch to show it is alive."""
         return self._in("heartbeat", node_label(component, n))

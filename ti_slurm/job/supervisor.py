@@ -60,6 +60,7 @@ from ti_slurm.job.watch import ALIVE_EVERY, LOST_AFTER, last_output, mtime, step
 POLL_SECONDS = 0.1
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
 ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
+STOP_MARGIN = 5.0  # seconds beyond the spec's stop grace a stopped step has to end before srun is killed
 CANCEL_SETTLE = 2.0  # seconds a step killed by a signal waits for the supervisor's own cancel signal
 REQUEUE_MARGIN = 10.0  # seconds before the time limit (after stopping the steps) the requeue is asked for
 
@@ -150,8 +151,18 @@ class SlurmLauncher:
         return [Launch(component, plan.components[component].name, nodes, proc)]
 
     def stop(self, launch: Launch, grace: float) -> None:
-        # srun forwards SIGTERM to the step's tasks; each node's step stops its command.
-        terminate(launch.proc, grace + 5, group=False)
+        # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
+        # srun then ends by itself. Not a signal to srun: on SIGTERM it kills the tasks at once, and on
+        # Slurm 25.11 one srun of a heterogeneous job getting SIGTERM cancels the whole job, this one too.
+        from ti_slurm.job.node import write_atomic
+
+        write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.restart_count}\n")
+        deadline = time.monotonic() + grace + STOP_MARGIN
+        while launch.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        if launch.proc.poll() is None:  # a step that does not answer (a lost node srun still waits for)
+            launch.proc.kill()  # Slurm ends what is left of the step with the job
+        launch.proc.wait()
 
     def pass_signal(self, launch: Launch, signum: int) -> None:
         # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own

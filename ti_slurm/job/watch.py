@@ -1,4 +1,4 @@
-"""What each node's step watches while its command runs: its own liveness, and silence.
+"""What each node's step watches while its command runs: its own liveness, silence, and stop requests.
 
 - Liveness: the step rewrites ``heartbeat/<component>-<n>.step`` every
   :data:`ALIVE_EVERY` seconds. A node whose step stopped touching it and left
@@ -9,6 +9,10 @@
   hung. Its Python stacks go to its log (``py-spy dump`` when installed, else
   SIGABRT, on which ``PYTHONFAULTHANDLER=1`` prints every thread's stack), then
   it is stopped and its node recorded as hung.
+- Stop requests: the supervisor stops a component's nodes by writing
+  ``stop.<component>`` (see :func:`watch_stop_request`), not by signalling
+  ``srun``: Slurm 25.11 cancels a whole heterogeneous job when one of its
+  ``srun`` gets SIGTERM, and an ``srun`` kills its tasks at once (no grace).
 
 Standard library only: this runs on every node.
 """
@@ -22,11 +26,42 @@ from ti_slurm.job.paths import JobPaths
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    import threading
+
     from ti_slurm.job.node import NodeRun
 
 ALIVE_EVERY = 5.0  # seconds between the step's liveness touches
 LOST_AFTER = 20.0  # a step silent this long, without an exit record, was lost
 HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
+
+
+STOP_POLL = 0.25  # seconds between a node step's looks for the supervisor's stop request
+
+
+def watch_stop_request(path: str, attempt: str) -> threading.Event:
+    """From now on, SIGTERM this step's main thread once ``path`` holds ``attempt``: the step then stops as
+    it does when Slurm signals it (its command gets SIGTERM, then SIGKILL after the spec's grace).
+    The event returned is set once the request came."""
+    import signal
+    import threading
+
+    main = threading.main_thread().ident or 0
+    requested = threading.Event()
+
+    def look() -> None:
+        while True:
+            try:
+                with open(path) as fh:
+                    if fh.read().strip() == attempt:
+                        requested.set()
+                        signal.pthread_kill(main, signal.SIGTERM)  # interrupts a blocking call there too
+                        return
+            except OSError:
+                pass
+            time.sleep(STOP_POLL)
+
+    threading.Thread(target=look, name="stop-request", daemon=True).start()
+    return requested
 
 
 def step_alive_file(paths: JobPaths, component: str, index: object) -> str:
