@@ -33,7 +33,29 @@ from ti_slurm.site import SiteConfig, load_site_config
 
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?", re.I)
-SCONTROL = "/usr/bin/scontrol"
+SCONTROL = "/usr/bin/scontrol"  # when no Slurm daemon runs the hook (a hand-run test)
+
+
+def scontrol_path(pid: int | None = None, proc: str = "/proc") -> str:
+    """The ``scontrol`` of the Slurm running this hook: ``bin/scontrol`` beside the ``slurmd`` or
+    ``slurmstepd`` above this process (``/usr/sbin/slurmd`` -> ``/usr/bin/scontrol``, a Slurm in
+    ``/opt/slurm`` -> ``/opt/slurm/bin/scontrol``), never one from ``PATH``; else :data:`SCONTROL`.
+    A client of another Slurm version cannot talk to the controller (another authentication)."""
+    pid = os.getppid() if pid is None else pid
+    for _ in range(8):  # the hook may run under a shell or a wrapper
+        try:
+            exe = os.readlink(f"{proc}/{pid}/exe")
+            with open(f"{proc}/{pid}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if os.path.basename(exe) in ("slurmd", "slurmstepd"):
+            candidate = os.path.join(os.path.dirname(os.path.dirname(exe)), "bin", "scontrol")
+            return candidate if os.access(candidate, os.X_OK) else SCONTROL
+        if parent <= 1:
+            break
+        pid = parent
+    return SCONTROL
 
 
 class HookError(Exception):
@@ -127,7 +149,7 @@ def rdma_port_problems(site: SiteConfig, node: str) -> list[str]:
 def drain(node: str, reason: str, timeout: float) -> None:
     """Drain this node with a reason that names the device (Slurm alone would say 'Prolog error')."""
     subprocess.run(
-        [SCONTROL, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
+        [scontrol_path(), "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"],
         timeout=timeout,
         check=False,
         capture_output=True,

@@ -157,3 +157,26 @@ def test_epilog_kills_only_the_job_users_leftovers(tmp_path: Path) -> None:
         for proc in (mine, other):
             proc.kill()
             proc.wait()
+
+
+def fake_proc(root: Path, chain: list[tuple[int, str]]) -> None:
+    """``root/<pid>/{exe,stat}`` for a chain of processes, each the parent of the one before it."""
+    for (pid, exe), parent in zip(chain, [p for p, _ in chain[1:]] + [1], strict=True):
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "exe").symlink_to(exe)
+        (root / str(pid) / "stat").write_text(f"{pid} (x y) S {parent} 1 1 0\n")
+
+
+def test_the_hooks_use_the_scontrol_beside_the_slurm_daemon_that_runs_them(tmp_path: Path) -> None:
+    from ti_slurm.hooks import SCONTROL, scontrol_path
+
+    slurm = tmp_path / "opt" / "slurm-25.11"
+    (slurm / "bin").mkdir(parents=True)
+    (slurm / "bin" / "scontrol").write_text("#!/bin/sh\n")
+    (slurm / "bin" / "scontrol").chmod(0o755)
+    # prolog <- sh <- slurmd of /opt/slurm-25.11: that Slurm's scontrol, whatever PATH says
+    fake_proc(tmp_path / "proc", [(40, "/bin/sh"), (30, str(slurm / "sbin" / "slurmd"))])
+    assert scontrol_path(40, str(tmp_path / "proc")) == str(slurm / "bin" / "scontrol")
+    # no Slurm daemon above (an admin runs the hook by hand): Debian's
+    fake_proc(tmp_path / "proc2", [(50, "/bin/bash"), (20, "/usr/bin/sshd")])
+    assert scontrol_path(50, str(tmp_path / "proc2")) == SCONTROL
