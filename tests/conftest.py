@@ -75,6 +75,25 @@ def scontrol_hostnames(text: str) -> list[str] | None:
     return res.stdout.split()
 
 
+def slurm_conf() -> Path:
+    """The slurm.conf the Slurm commands on PATH read (``/etc/slurm`` for 22.05, ``/etc/slurm-25.11`` for 25.11)."""
+    if os.environ.get("SLURM_CONF"):
+        return Path(os.environ["SLURM_CONF"])
+    res = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20, check=False)
+    for line in res.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "SLURM_CONF":
+            return Path(value.strip())
+    return Path("/etc/slurm/slurm.conf")
+
+
+def slurm_version() -> tuple[int, int]:
+    """The version of the Slurm commands on PATH: (22, 5) or (25, 11)."""
+    from ti_slurm.backends.slurm import parse_version
+
+    return parse_version(subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=False).stdout)
+
+
 @pytest.fixture(scope="session")
 def cluster() -> None:
     """The test Slurm cluster (ci/slurm-cluster/up); skip without it, unless CI requires it."""

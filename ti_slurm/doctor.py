@@ -1,7 +1,7 @@
 """``ti-slurm doctor``: is this node ready for every training mode?
 
 Checks the Slurm version, that heterogeneous jobs can be scheduled (backfill),
-partitions and which are RDMA, GPU gres, munge, Open MPI / PMIx, the site
+partitions and which are RDMA, GPU gres, authentication (munge or auth/slurm), Open MPI / PMIx, the site
 config, and on a compute node its RDMA devices. Prints a table; exits 1 when
 something a mode needs is missing.
 """
@@ -61,7 +61,8 @@ def run_checks() -> list[Check]:
         checks.append(Check("slurm", False, out, "all"))
 
     code, out = _run(["scontrol", "show", "config"])
-    sched = next((line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("SchedulerType")), "")
+    config = parse_config(out) if code == 0 else {}
+    sched = config.get("SchedulerType", "")
     checks.append(
         Check(
             "heterogeneous jobs",
@@ -85,10 +86,7 @@ def run_checks() -> list[Check]:
     else:
         checks.append(Check("partitions", False, out or "no partitions", "all"))
 
-    code, out = _run(["munge", "-n"])
-    if code == 0:
-        code, out = _run(["unmunge"], stdin=out)
-    checks.append(Check("munge", code == 0, "credential round trip ok" if code == 0 else out[:80], "all"))
+    checks.append(auth_check(config.get("AuthType", "")))
 
     code, out = _run(["mpirun", "--version"])
     checks.append(Check("open mpi", code == 0, out.splitlines()[0] if code == 0 and out else out, "mpi, horovod"))
@@ -104,29 +102,53 @@ def run_checks() -> list[Check]:
         found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
         checks.append(Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all"))
 
-    checks += container_checks(site.container_runtime)
+    checks += container_checks(site.container_runtime, config.get("SLURM_CONF", ""))
     if site.rdma_devices:
         problems = rdma_port_problems(site, socket.gethostname())
         checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))
     return checks
 
 
-def container_checks(default_runtime: str) -> list[Check]:
-    """Whether this node can run training images: enroot (runtime pyxis), Slurm's oci.conf (runtime oci)."""
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` as ``{key: value}`` (``SLURM_CONF``, ``AuthType``, ...)."""
+    pairs = (line.partition("=") for line in text.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip()}
+
+
+def auth_check(auth_type: str) -> Check:
+    """How Slurm authenticates: munge (a round trip through munged here), or Slurm's own ``auth/slurm``."""
+    if auth_type == "auth/slurm":  # 23.11+: a shared slurm.key, no munged; clients go through the daemons' SACK
+        return Check("auth", True, "auth/slurm (Slurm's own; no munge needed)", "all")
+    code, out = _run(["munge", "-n"])
+    if code == 0:
+        code, out = _run(["unmunge"], stdin=out)
+    detail = "credential round trip ok" if code == 0 else out[:80]
+    return Check("auth", code == 0, f"{auth_type or 'auth/munge'}: {detail}", "all")
+
+
+def container_checks(default_runtime: str, slurm_conf: str = "") -> list[Check]:
+    """Whether this node can run training images: enroot (runtime pyxis), Slurm's oci.conf (runtime oci).
+
+    ``slurm_conf``: the ``slurm.conf`` Slurm reads (``scontrol show config``'s SLURM_CONF); its
+    directory holds ``plugstack.conf`` and ``oci.conf``.
+    """
     import os
     import shlex
 
     from ti_slurm.job.container import oci_conf_path, read_oci_conf
 
+    env = dict(os.environ)
+    if slurm_conf and not env.get("SLURM_CONF"):
+        env["SLURM_CONF"] = slurm_conf
     mark = {default_runtime: " (the site's default runtime)"}
     code, out = _run(["enroot", "version"])
     if code == 0:
-        plugin = _pyxis_plugin()
+        plugin = _pyxis_plugin(os.path.join(os.path.dirname(oci_conf_path(env)), "plugstack.conf"))
         detail = f"enroot {out}; " + (f"pyxis {plugin}" if plugin else "no pyxis in plugstack (not needed by ti-slurm)")
     else:
         detail = f"{out}: specs with container runtime pyxis cannot run here"
     checks = [Check("container: pyxis", code == 0, detail + mark.get("pyxis", ""))]
-    conf = oci_conf_path(os.environ)
+    conf = oci_conf_path(env)
     run = read_oci_conf(conf).get("RunTimeRun", "")
     program = shlex.split(run)[0] if run else ""
     usable = bool(run) and shutil.which(program) is not None
@@ -140,11 +162,11 @@ def container_checks(default_runtime: str) -> list[Check]:
     return checks
 
 
-def _pyxis_plugin() -> str:
-    """The pyxis line of this node's plugstack (``/etc/slurm/plugstack.conf`` and its includes), if any."""
+def _pyxis_plugin(plugstack: str) -> str:
+    """The pyxis line of this node's ``plugstack`` (``plugstack.conf`` beside slurm.conf, and its includes), if any."""
     import glob
 
-    todo, seen = ["/etc/slurm/plugstack.conf"], set()
+    todo, seen = [plugstack], set()
     while todo:
         path = todo.pop()
         if path in seen:

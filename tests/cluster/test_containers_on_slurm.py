@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_modes_on_slurm import FAULTS, SEED_DDP, SEED_MPIRUN, Job
-from tests.conftest import ROOT, processes_matching, run_cli
+from tests.conftest import ROOT, processes_matching, run_cli, slurm_conf
 
 IMAGES = Path(os.environ.get("TI_SLURM_IMAGES", "/var/lib/ti-slurm-test/images"))
 RUNTIMES = {"pyxis": ("train.sqsh", "base.sqsh"), "oci": ("train/bundle", "base/bundle")}
@@ -232,12 +232,11 @@ def test_a_command_in_an_image_that_ti_slurm_stops_leaves_nothing(tmp_path: Path
 
 def test_doctor_says_which_runtimes_a_node_can_use(tmp_path: Path) -> None:
     res = run_cli("doctor")
-    assert re.search(
-        r"container: pyxis +ok .*enroot 4\.\d+\.\d+; pyxis /usr/local/lib/slurm/spank_pyxis\.so", res.stdout
-    )
-    assert re.search(r"container: oci +ok .*/etc/slurm/oci\.conf: /usr/local/bin/crun-slurm", res.stdout)
+    conf_dir = slurm_conf().parent  # /etc/slurm (22.05) or /etc/slurm-25.11: doctor asks Slurm where it is
+    assert re.search(r"container: pyxis +ok .*enroot 4\.\d+\.\d+; pyxis /\S+/slurm/spank_pyxis\.so", res.stdout)
+    assert re.search(rf"container: oci +ok .*{conf_dir}/oci\.conf: /usr/local/bin/crun-slurm", res.stdout)
     # a node with neither: no enroot on PATH, a Slurm config directory without oci.conf
-    shutil.copy("/etc/slurm/slurm.conf", tmp_path / "slurm.conf")
+    shutil.copy(conf_dir / "slurm.conf", tmp_path / "slurm.conf")
     env = {
         "PATH": "/usr/bin:/bin:" + os.path.dirname(shutil.which("ti-slurm") or ""),
         "SLURM_CONF": str(tmp_path / "slurm.conf"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fake_sysfs, processes_matching, wait_until_gone
+from tests.conftest import fake_sysfs, processes_matching, slurm_conf, wait_until_gone
 
 pytestmark = pytest.mark.usefixtures("cluster")
 JOBS = Path("/var/lib/ti-slurm/jobs")
@@ -21,7 +21,7 @@ SITE = Path("/etc/ti-slurm/config.toml")
 
 @pytest.fixture(autouse=True)
 def hooks_configured() -> None:
-    conf = Path("/etc/slurm/slurm.conf").read_text()
+    conf = slurm_conf().read_text()
     if "ti-slurm-prolog" not in conf:
         pytest.fail(
             "the test cluster runs without ti-slurm's Prolog/Epilog (reinstall ti-slurm, then ci/slurm-cluster/up)"

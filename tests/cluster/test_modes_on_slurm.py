@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, fake_sysfs, processes_matching, run_cli
+from tests.conftest import ROOT, fake_sysfs, processes_matching, run_cli, slurm_conf
 from ti_slurm.job.contract import RDMA_ENV
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -243,12 +243,10 @@ def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path) -> None:
 def test_the_submitting_shells_step_layout_does_not_reach_the_job(tmp_path: Path) -> None:
     leaks = {"SLURM_CPU_BIND": "map_cpu:0", "SLURM_MEM_PER_CPU": "1", "SBATCH_EXCLUSIVE": "1", "MY_SETTING": "kept"}
     command = 'env | grep -E "^(SLURM_CPU_BIND|SLURM_MEM_PER_CPU|SBATCH_|MY_SETTING|SLURM_CONF)" | sort > seen-$INDEX'
-    job = Job(
-        tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{command}'", env={**leaks, "SLURM_CONF": "/etc/slurm/slurm.conf"}
-    )
+    job = Job(tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{command}'", env={**leaks, "SLURM_CONF": str(slurm_conf())})
     assert job.result.returncode == 0, job.result.stderr
     for i in range(2):
-        assert (tmp_path / f"seen-{i}").read_text() == "MY_SETTING=kept\nSLURM_CONF=/etc/slurm/slurm.conf\n"
+        assert (tmp_path / f"seen-{i}").read_text() == f"MY_SETTING=kept\nSLURM_CONF={slurm_conf()}\n"
 
 
 def test_a_failing_node_ends_the_whole_job(ddp_dir: Path) -> None:
