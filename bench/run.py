@@ -262,6 +262,40 @@ def case_submit(repeat: int, tmp: Path) -> list[Row]:
     ]
 
 
+def pyslurm_fits() -> str:
+    """Why the pyslurm backend cannot serve this cluster ("" when it can)."""
+    from ti_slurm.backends.pyslurm import pyslurm_mismatch
+
+    return pyslurm_mismatch() or ""
+
+
+def case_submit_backends(repeat: int, tmp: Path) -> list[Row]:
+    """Submit through each backend that reaches Slurm: the CLI, and the Python API in one process."""
+    if pyslurm_fits():
+        return [Row("submit through pyslurm", 0.0, 0.0, "-", "info", True, f"not measured: {pyslurm_fits()}")]
+    import ti_slurm
+
+    spec = held_spec(tmp, "mode: mpi\nnodes: 1\ncommand: 'true'\nsbatch: {hold: true}")
+    script = tmp / "held.sh"
+    script.write_text(sh([TI, "render", str(spec)]).stdout)
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    os.environ["XDG_STATE_HOME"] = str(tmp / "state")
+    cli = {b: median(lambda b=b: sh([TI, "submit", "--backend", b, str(spec)], env=env), repeat) for b in BACKENDS}
+    api = {b: median(lambda b=b: ti_slurm.submit(str(spec), backend=b), repeat) for b in BACKENDS}
+    del os.environ["XDG_STATE_HOME"]
+    base = median(lambda: sh(["sbatch", "--parsable", str(script)]), repeat)
+    subprocess.run(["scancel", "--state=PENDING", "--user=root"], check=False)
+    return [
+        Row("submit (CLI), --backend pyslurm", cli["pyslurm"], base, "sbatch (same script)", "info", True,
+            f"--backend slurm: {cli['slurm']:.4f} s"),
+        Row("submit (Python API), backend=pyslurm", api["pyslurm"], api["slurm"], "backend=slurm (runs sbatch)",
+            "info", True, f"sbatch alone: {base:.4f} s"),
+    ]  # fmt: skip
+
+
+BACKENDS = ("slurm", "pyslurm")
+
+
 def wait_gone(job_id: str) -> None:
     while sh(["squeue", "-h", "-j", job_id]).stdout.strip():
         time.sleep(0.2)
@@ -494,6 +528,7 @@ def case_status(repeat: int, tmp: Path, jobs: int = 200) -> list[Row]:
     )
     base = median(lambda: sh(["squeue", "-h", "-o", "%i|%T|%r|%N|%j", f"--jobs={','.join(ids)}"]), repeat)
     base_rpcs, _ = controller_queries(lambda: sh(["squeue", "-h", "-o", "%i|%T|%r|%N|%j", f"--jobs={','.join(ids)}"]))
+    rows = status_through_pyslurm(repeat, ids, base)
     subprocess.run(["scancel", *ids], check=False)
     floor = median(lambda: sh([sys.executable, "-c", "pass"]), repeat)
     return [
@@ -506,8 +541,29 @@ def case_status(repeat: int, tmp: Path, jobs: int = 200) -> list[Row]:
             True,
             f"controller RPCs per list: {rpcs} (squeue: {base_rpcs}); "
             f"python -c pass alone is {floor / base:.1f}x squeue",
-        )
+        ),
+        *rows,
     ]
+
+
+def status_through_pyslurm(repeat: int, ids: list[str], squeue: float) -> list[Row]:
+    """The queue states of ``ids`` in one process: the pyslurm backend beside the CLI backend and squeue."""
+    if pyslurm_fits():
+        return [Row("status through pyslurm", 0.0, 0.0, "-", "info", True, f"not measured: {pyslurm_fits()}")]
+    from ti_slurm.backends import get_backend
+    from ti_slurm.backends.base import JobInfo
+
+    jobs = [JobInfo(i) for i in ids]
+    times, rpcs = {}, {}
+    for name in BACKENDS:
+        backend = get_backend(name)
+        times[name] = median(lambda backend=backend: backend.queue_states(jobs), repeat)
+        rpcs[name], _ = controller_queries(lambda backend=backend: backend.queue_states(jobs))
+    return [
+        Row(f"status of {len(ids)} jobs, in process: pyslurm", times["pyslurm"], times["slurm"],
+            "the slurm backend (one scontrol)", "info", True,
+            f"controller RPCs: pyslurm {rpcs['pyslurm']}, slurm {rpcs['slurm']}; squeue alone: {squeue:.4f} s"),
+    ]  # fmt: skip
 
 
 SUBMITIT_FOLLOW = """
@@ -668,6 +724,7 @@ def main() -> int:
     rows += case_scale(repeat)
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)
+        rows += case_submit_backends(repeat, tmp)
         rows += case_status(repeat, tmp, 50 if args.quick else 200)
         rows += case_controller_load(tmp, 4 if args.quick else 12, 10)
         if not args.quick:  # long enough for the steady state: a query at most once a minute

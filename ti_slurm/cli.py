@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote])
     s.add_argument("spec", help="job spec (YAML or JSON)")
     s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
+    s.add_argument(
+        "--backend",
+        choices=("slurm", "pyslurm", "local"),
+        help="how to reach Slurm: its commands (slurm, the default unless the site config says otherwise), "
+        "pyslurm (in process), or local (= --local)",
+    )
     s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
     s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
     s.add_argument(
@@ -84,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("job")
 
     sub.add_parser("list", help="your jobs and their states", parents=[remote])
-    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, munge, MPI, RDMA")
+    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
 
     for name, helptext in (
         ("env", "print this node's contract variables (inside a job)"),
@@ -133,8 +139,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     job = submit(
         args.spec,
-        backend="local" if args.local else None,
-        host=None if args.local else args.host,
+        backend="local" if args.local else args.backend,
+        host=None if args.local or args.backend == "local" else args.host,
         sync=args.sync,
         queue_anyway=args.queue_anyway,
         **ssh_options(args),

@@ -96,6 +96,13 @@ def open_backend(
     return get_backend("ssh" if host else name, host, accept_new_host_key, ssh_config)
 
 
+def default_backend() -> str:
+    """The backend used when none is named: the site config's ``backend`` (``slurm`` unless the admin chose)."""
+    from ti_slurm.site import load_site_config
+
+    return load_site_config().backend
+
+
 def submit(
     spec: SpecLike,
     *,
@@ -108,8 +115,9 @@ def submit(
 ) -> Job:
     """Submit a job; return its handle once the scheduler has its id.
 
-    ``backend`` is ``"slurm"`` (the default), ``"local"`` (every node a process
-    on this machine) or ``"pyslurm"``. ``host`` submits over SSH to a login
+    ``backend`` is ``"slurm"`` (the Slurm commands; the default unless the site
+    config's ``backend`` says otherwise), ``"pyslurm"`` (libslurm in this
+    process) or ``"local"`` (every node a process on this machine). ``host`` submits over SSH to a login
     node (``host``, ``user@host[:port]`` or an ``~/.ssh/config`` alias); without
     it, the spec's ``remote.host`` and then the user config's are used, unless
     ``backend`` is given. ``sync`` uploads a directory's changed files to the
@@ -129,6 +137,9 @@ def submit(
         host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
     if sync and not host:
         raise ConfigError("sync", sync, "uploads to a login node: give a host too")
+    if host and backend not in (None, "slurm", "ssh"):
+        why = f"runs on this machine; a host ({host}) means the Slurm commands over SSH"
+        raise ConfigError("backend", backend, why)
     submission = uuid.uuid4().hex[:16]
     submit_time = time.time()
     synced: int | None = None
@@ -155,7 +166,7 @@ def submit(
             info = ssh.finish_submit(started, job_plan, script, check_fit=not queue_anyway)
         chosen = ssh
     else:
-        chosen = open_backend(backend or "slurm")
+        chosen = open_backend(backend or default_backend())
         job_plan = plan_job(job_spec, submission=submission)
         info = chosen.submit(job_plan, render_plan(job_plan), check_fit=not queue_anyway)
     info.submitted = submit_time
@@ -196,7 +207,7 @@ def get_job(
     if info is None:
         if job_id.startswith("local-"):
             raise UnknownJobError(f"job {job_id}: unknown local job (not submitted from this account)")
-        backend = open_backend("slurm", host, **options)
+        backend = open_backend(default_backend(), host, **options)
         info = JobInfo(job_id, backend=backend.name, job_dir=backend.find_job_dir(job_id) or "", host=host)
         return Job(info, backend)
     return Job(info, open_backend(info.backend, host, **options))

@@ -10,6 +10,7 @@
     python = "/opt/ti-slurm/bin/python"
     rendezvous_timeout = 300
     container_runtime = "pyxis"     # or "oci": for specs whose container names no runtime
+    backend = "slurm"               # or "pyslurm": how submit, status, list and cancel reach Slurm
 
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
     NCCL_IB_GID_INDEX = "5"
@@ -50,6 +51,7 @@ class SiteConfig:
     python: str | None = None
     rendezvous_timeout: int = 300
     container_runtime: str = "pyxis"  # pyxis | oci: for a spec's container without a runtime
+    backend: str = "slurm"  # slurm | pyslurm: the default of submit --backend
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -127,6 +129,9 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
     runtime = data.get("container_runtime", "pyxis")
     if runtime not in ("pyxis", "oci"):
         raise ConfigError(f"{where}: container_runtime", runtime, 'expected "pyxis" or "oci"')
+    backend = data.get("backend", "slurm")
+    if backend not in ("slurm", "pyslurm"):
+        raise ConfigError(f"{where}: backend", backend, 'expected "slurm" or "pyslurm"')
     check = data.get("rdma_check", "log")
     if check not in ("log", "drain"):
         raise ConfigError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
@@ -140,6 +145,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         python=path("python", None),
         rendezvous_timeout=integer("rendezvous_timeout", 1, 86400, 300),
         container_runtime=str(runtime),
+        backend=str(backend),
         job_dir_base=path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=names("rdma_devices", _DEVICE),
         rdma_check=str(check),

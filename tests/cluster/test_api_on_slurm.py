@@ -1,7 +1,10 @@
-"""The Python API on the real test Slurm cluster: the same cases as the CLI's."""
+"""The Python API on the real test Slurm cluster: the same cases as the CLI's, through each backend that reaches
+Slurm: ``slurm`` (its commands) and ``pyslurm`` (libslurm in process; where pyslurm fits the cluster's Slurm,
+which CI's 25.11 run has)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -18,10 +21,26 @@ from ti_slurm import JobState
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
 
 
-def test_submit_wait_status_logs_and_list(tmp_path: Path) -> None:
+@pytest.fixture(params=["slurm", "pyslurm"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend the test submits through (the jobs it submits are followed through it too)."""
+    if request.param == "pyslurm":
+        from ti_slurm.backends.pyslurm import pyslurm_mismatch
+
+        why = pyslurm_mismatch()
+        if why:
+            if os.environ.get("TI_SLURM_REQUIRE_PYSLURM") == "1":
+                pytest.fail(f"the pyslurm backend cannot serve this cluster: {why}")
+            pytest.skip(f"the pyslurm backend cannot serve this cluster: {why}")
+    return str(request.param)
+
+
+def test_submit_wait_status_logs_and_list(tmp_path: Path, backend: str) -> None:
     changes: list[JobState] = []
-    job = ti_slurm.submit(spec(tmp_path, name="api", mode="mpi", nodes=2, command="echo hello from $INDEX"))
-    assert job.id.isdigit() and job.backend.name == "slurm"
+    job = ti_slurm.submit(
+        spec(tmp_path, name="api", mode="mpi", nodes=2, command="echo hello from $INDEX"), backend=backend
+    )
+    assert job.id.isdigit() and job.backend.name == backend
     final = job.wait(timeout=120, on_change=lambda s: changes.append(s.state))
     assert final.state is JobState.COMPLETED and changes[-1] is JobState.COMPLETED
     node1 = final.components[0].nodes[1]
@@ -32,10 +51,10 @@ def test_submit_wait_status_logs_and_list(tmp_path: Path) -> None:
     assert run_cli("status", job.id, "--json").stdout.strip() == final.to_json()
 
 
-def test_a_failing_node_ends_the_job_and_is_named(tmp_path: Path) -> None:
+def test_a_failing_node_ends_the_job_and_is_named(tmp_path: Path, backend: str) -> None:
     marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
     command = f"if [ $INDEX = 2 ]; then echo rank 2 gives up; exit 3; fi; {marker}"
-    job = ti_slurm.submit(spec(tmp_path, mode="mpi", nodes=3, command=command))
+    job = ti_slurm.submit(spec(tmp_path, mode="mpi", nodes=3, command=command), backend=backend)
     final = job.wait(timeout=120)
     assert final.state is JobState.FAILED and final.failed["index"] == 2 and final.failed["exit_code"] == 3
     assert "  | rank 2 gives up\n" in job.failure_tail(final)
@@ -43,9 +62,9 @@ def test_a_failing_node_ends_the_job_and_is_named(tmp_path: Path) -> None:
     assert processes_matching(marker) == []
 
 
-def test_cancel_from_another_process_leaves_no_process(tmp_path: Path) -> None:
+def test_cancel_from_another_process_leaves_no_process(tmp_path: Path, backend: str) -> None:
     marker = f"sleep 8{uuid.uuid4().int % 1000:03d}"
-    job = ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=1, command=marker))
+    job = ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=1, command=marker), backend=backend)
     deadline = time.monotonic() + 60
     while not processes_matching(marker) and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -58,11 +77,12 @@ def test_cancel_from_another_process_leaves_no_process(tmp_path: Path) -> None:
     assert processes_matching(marker) == []
 
 
-def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path) -> None:
+def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path, backend: str) -> None:
     refused = {"mode": "mpi", "nodes": 1, "command": "true", "sbatch": {"constraint": "nosuchfeature"}}
-    with pytest.raises(ti_slurm.SubmissionError, match=r"^sbatch failed: .*Invalid feature") as err:
-        ti_slurm.submit(spec(tmp_path, **refused))
-    res = run_cli("submit", str(_yaml(tmp_path, **refused)))
+    asked = "sbatch" if backend == "slurm" else "submit"
+    with pytest.raises(ti_slurm.SubmissionError, match=rf"^{asked} failed: .*Invalid feature") as err:
+        ti_slurm.submit(spec(tmp_path, **refused), backend=backend)
+    res = run_cli("submit", "--backend", backend, str(_yaml(tmp_path, **refused)))
     assert res.returncode == 1 and res.stderr == f"ti-slurm: error: {err.value}\n"
 
 
@@ -79,22 +99,24 @@ def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path) -> None:
     ids=["nodes", "gpus", "partition"],
 )
 def test_a_job_that_can_never_start_is_refused_and_nothing_is_submitted(
-    tmp_path: Path, fields: dict[str, object], why: str
+    tmp_path: Path, fields: dict[str, object], why: str, backend: str
 ) -> None:
     def queued() -> set[str]:
         return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
 
     before = queued()
-    res = run_cli("submit", str(_yaml(tmp_path, mode="mpi", command="true", **fields)))
+    res = run_cli("submit", "--backend", backend, str(_yaml(tmp_path, mode="mpi", command="true", **fields)))
     assert res.returncode == 1
     assert res.stderr == f"ti-slurm: error: the job can never start: {why} (nothing was submitted)\n"
     assert queued() - before == set()  # no new job (others may have ended meanwhile)
 
 
-def test_queue_anyway_waits_saying_why_it_cannot_start(tmp_path: Path) -> None:
+def test_queue_anyway_waits_saying_why_it_cannot_start(tmp_path: Path, backend: str) -> None:
     path = _yaml(tmp_path, mode="mpi", nodes=128, command="true")
     waiting = subprocess.Popen(
-        ["ti-slurm", "submit", str(path), "--queue-anyway", "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ["ti-slurm", "submit", "--backend", backend, str(path), "--queue-anyway", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         job_id = waiting.stdout.readline().decode().strip()  # type: ignore[union-attr]
@@ -113,6 +135,38 @@ def test_queue_anyway_waits_saying_why_it_cannot_start(tmp_path: Path) -> None:
 def test_an_unknown_job_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ti_slurm.UnknownJobError, match="job 999999999: not queued and no record"):
         ti_slurm.get_job("999999999").status()
+
+
+def test_a_heterogeneous_job_through_pyslurm_runs_and_is_followed(tmp_path: Path, backend: str) -> None:
+    # pyslurm cannot submit a heterogeneous job (sbatch does), but follows and cancels it like any other
+    fields = {"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}, "command": "echo $TF_ROLE $TF_INDEX"}
+    job = ti_slurm.submit(spec(tmp_path, **fields), backend=backend)
+    final = ti_slurm.get_job(job.id).wait(timeout=120)
+    assert final.state is JobState.COMPLETED and [c.name for c in final.components] == ["ps", "worker"]
+    assert sorted(line for n in ("worker-0", "worker-1") for line in job.logs(node=n)) == ["worker 0", "worker 1"]
+
+
+def test_both_backends_ask_slurm_for_the_same_job(tmp_path: Path) -> None:
+    from ti_slurm.backends.pyslurm import pyslurm_mismatch
+
+    if pyslurm_mismatch():
+        pytest.skip(f"pyslurm cannot serve this cluster: {pyslurm_mismatch()}")
+    fields = {
+        "mode": "mpi", "nodes": 2, "gpus_per_node": 2, "cpus_per_node": 2, "mem": "500M", "time": "5:00",
+        "partition": "debug", "command": "sleep 60", "restart": {"max": 1}, "sbatch": {"exclude": "node04"},
+    }  # fmt: skip
+    shown = {}
+    for name in ("slurm", "pyslurm"):
+        job = ti_slurm.submit(spec(tmp_path / name, name="same", **fields), backend=name)
+        text = subprocess.run(["scontrol", "-o", "show", "job", job.id], capture_output=True, text=True).stdout
+        job.cancel()
+        keep = ("JobName", "Requeue", "TimeLimit", "Partition", "NumNodes", "NumCPUs", "NumTasks", "CPUs/Task",
+                "ReqTRES", "ExcNodeList", "TresPerNode", "MinMemoryNode", "OverSubscribe")  # fmt: skip
+        values = dict(word.split("=", 1) for word in text.split() if "=" in word)
+        shown[name] = {k: values.get(k) for k in keep}
+        shown[name]["StdOut"] = values["StdOut"].replace(str(tmp_path / name), "<out>").replace(job.id, "<id>")
+        shown[name]["Comment"] = values["Comment"].startswith("ti-slurm:")
+    assert shown["pyslurm"] == shown["slurm"]
 
 
 def _yaml(tmp_path: Path, **fields: object) -> Path:

@@ -209,12 +209,15 @@ def test_cli_usage_error_is_one_line() -> None:
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
 
 
-def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit() -> None:
-    import importlib.util
+def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
 
     from ti_slurm.backends import get_backend
 
-    if importlib.util.find_spec("pyslurm") is not None:
-        pytest.skip("pyslurm is installed here")
-    with pytest.raises(ConfigError, match="pyslurm is not installed"):
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # as where it is not installed
+    with pytest.raises(ConfigError) as err:
         get_backend("pyslurm")
+    assert str(err.value) == (
+        "backend: 'pyslurm': pyslurm is not installed (pip install pyslurm==<the cluster's Slurm version>); "
+        "use --backend slurm (the Slurm commands) instead"
+    )

@@ -1,36 +1,213 @@
-"""Optional pyslurm backend: offered only where pyslurm imports and matches the cluster's Slurm.
+"""pyslurm backend: submit, follow and cancel through libslurm in this process (no command per call).
 
-pyslurm binds one Slurm release (PyPI carries 25.11 only, which does not build
-against Slurm 22.05), so this adapter is deliberately thin: it checks that the
-bindings fit the running Slurm and otherwise refuses with one line. Submitting
-and watching still go through the Slurm commands, which serve every release.
+pyslurm binds one Slurm release (PyPI carries 25.11; it does not build against
+22.05), so the backend first checks that the installed bindings fit the
+running Slurm and otherwise refuses with one line naming the backend to use.
+
+What it asks of Slurm, and how:
+
+- submit: a :class:`pyslurm.JobSubmitDescription` made from the plan by
+  :func:`job_description` (the same options :mod:`ti_slurm.script` writes as
+  ``#SBATCH`` lines; the rendered script is the job's batch script).
+  pyslurm has no call for heterogeneous jobs, so those (ps-worker, ray) are
+  still submitted with ``sbatch``: the one command this backend runs.
+- status and list: one ``slurm_load_jobs`` RPC for all of the user's jobs.
+- cancel: ``slurm_kill_job`` (as ``scancel``).
+- partitions (the check that a job can ever start): partitions and nodes, two RPCs,
+  shared for five minutes like the CLI backend's ``sinfo``.
 """
 
 from __future__ import annotations
 
-from ti_slurm.backends.slurm import SlurmBackend, run_local
-from ti_slurm.errors import ConfigError
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from ti_slurm.backends.base import JobInfo, make_output_dir
+from ti_slurm.backends.slurm import KEPT, LEAKING_PREFIXES, SlurmBackend, job_environment, parse_version, run_local
+from ti_slurm.errors import BackendError, ConfigError, SubmissionError
+from ti_slurm.job.plan import JobPlan
+from ti_slurm.job.states import JobState
+from ti_slurm.script import slurm_filename
+
+USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
 
 
-def pyslurm_mismatch() -> str | None:
-    """Why pyslurm cannot serve this cluster, or None when it can."""
+def pyslurm_mismatch(slurm_version: str | None = None) -> str | None:
+    """Why pyslurm cannot serve this cluster, or None when it can.
+
+    ``slurm_version``: ``sinfo --version``'s output (asked when not given).
+    """
     try:
         import pyslurm
-    except ImportError:
-        return "pyslurm is not installed (pip install pyslurm; it must match the cluster's Slurm release)"
-    from ti_slurm.backends.slurm import parse_version
-
-    wanted = parse_version(run_local(["sinfo", "--version"], None).stdout)
-    have = getattr(pyslurm, "__version__", "0.0")
-    major_minor = tuple(int(x) for x in have.split(".")[:2])
+    except ImportError as exc:
+        if "libslurm" in str(exc):  # installed, but built against a Slurm this node no longer has
+            return f"pyslurm does not load ({exc}); {USE_INSTEAD}"
+        return f"pyslurm is not installed (pip install pyslurm==<the cluster's Slurm version>); {USE_INSTEAD}"
+    if slurm_version is None:
+        slurm_version = run_local(["sinfo", "--version"], None).stdout
+    wanted = parse_version(slurm_version)
+    have = str(getattr(pyslurm, "__version__", "0.0"))
+    major_minor = tuple(int(x) for x in have.split(".")[:2] if x.isdigit())
     if major_minor != wanted:
-        built = f"{major_minor[0]}.{major_minor[1]:02d}"
-        return f"pyslurm {have} is built for Slurm {built}, the cluster runs {wanted[0]}.{wanted[1]:02d}"
+        return f"pyslurm {have} is for Slurm {have[:5]}, the cluster runs {wanted[0]}.{wanted[1]:02d}; {USE_INSTEAD}"
     return None
 
 
+def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], known: frozenset[str]) -> dict[str, Any]:
+    """The fields of a :class:`pyslurm.JobSubmitDescription` for a single-component ``plan`` (pure).
+
+    The same options :func:`ti_slurm.script.render` writes as ``#SBATCH`` lines. ``known`` is
+    the set of sbatch option names pyslurm can set (``plan.sbatch`` may only use those; see
+    :func:`sbatch_fields`).
+    """
+    comp = plan.components[0]
+    fields: dict[str, Any] = {
+        "script": script,
+        "name": plan.name,
+        "standard_output": f"{slurm_filename(plan.output_dir)}/slurm-%j.out",
+        "nodes": comp.nodes,
+        "ntasks": comp.nodes,
+        "ntasks_per_node": 1,
+        "cpus_per_task": comp.cpus_per_node,
+        "environment": job_environment(environ),
+        "working_directory": os.getcwd(),
+    }
+    if plan.submission:
+        fields["comment"] = f"ti-slurm:{plan.submission}"
+    if comp.gpus_per_node:
+        fields["gres_per_node"] = {"gpu": comp.gpus_per_node}
+    if comp.mem:
+        fields["memory_per_node"] = comp.mem
+    partition = comp.partition or plan.partition
+    if partition:
+        fields["partitions"] = [partition]
+    for name in ("account", "qos"):
+        if getattr(plan, name):
+            fields[name] = getattr(plan, name)
+    if plan.time:
+        fields["time_limit"] = plan.time
+    if plan.checkpoint_signal:  # B: the batch step only, as in the script's --signal line
+        number = signal.Signals[f"SIG{plan.checkpoint_signal}"].value
+        fields["signal"] = {"signal": number, "time": plan.signal_before, "batch_only": True}
+    if plan.restart_max > 0:
+        fields["is_requeueable"] = True
+        fields["log_files_open_mode"] = "append"
+    fields.update(sbatch_fields(plan.sbatch, known))
+    return fields
+
+
+# sbatch options (the spec's `sbatch:` table) pyslurm sets with a fixed value: option -> (field, value)
+FLAG_FIELDS: dict[str, tuple[str, object]] = {
+    "exclusive": ("resource_sharing", "no"),
+    "oversubscribe": ("resource_sharing", "yes"),
+    "requeue": ("is_requeueable", True),
+    "no-requeue": ("is_requeueable", False),
+    "no-kill": ("kill_on_node_fail", False),
+    "contiguous": ("requires_contiguous_nodes", True),
+    "overcommit": ("overcommit", True),
+    "spread-job": ("spreads_over_nodes", True),
+    "use-min-nodes": ("use_min_nodes", True),
+    "wait-all-nodes": ("wait_all_nodes", True),
+    "reboot": ("requires_node_reboot", True),
+    "hold": ("priority", 0),
+}
+
+
+# ... and those that take the spec's value as it is (as sbatch would read it): option -> field
+VALUE_FIELDS: dict[str, str] = {
+    "begin": "begin_time",
+    "chdir": "working_directory",
+    "constraint": "constraints",
+    "cpus-per-gpu": "cpus_per_gpu",
+    "deadline": "deadline",
+    "dependency": "dependencies",
+    "distribution": "distribution",
+    "error": "standard_error",
+    "exclude": "excluded_nodes",
+    "gpus": "gpus",
+    "gpus-per-node": "gpus_per_node",
+    "gpus-per-task": "gpus_per_task",
+    "licenses": "licenses",
+    "mail-type": "mail_types",
+    "mail-user": "mail_user",
+    "mem-per-cpu": "memory_per_cpu",
+    "mem-per-gpu": "memory_per_gpu",
+    "mincpus": "min_cpus_per_node",
+    "network": "network",
+    "nice": "nice",
+    "nodelist": "required_nodes",
+    "priority": "priority",
+    "reservation": "reservations",
+    "threads-per-core": "threads_per_core",
+    "time-min": "time_limit_min",
+    "tmp": "temporary_disk_per_node",
+    "wckey": "wckey",
+}
+
+
+def sbatch_fields(options: Mapping[str, object], known: frozenset[str]) -> dict[str, Any]:
+    """The spec's extra sbatch options as pyslurm fields; one that pyslurm cannot set is one line."""
+    out: dict[str, Any] = {}
+    for name, value in sorted(options.items()):
+        if value is False:
+            continue
+        field, fixed = FLAG_FIELDS.get(name, (VALUE_FIELDS.get(name, ""), None))
+        if not field or field not in known:
+            raise ConfigError(f"sbatch.{name}", value, f"the pyslurm backend cannot pass this option; {USE_INSTEAD}")
+        if fixed is not None:
+            out[field] = fixed
+        elif value is True:
+            raise ConfigError(f"sbatch.{name}", value, "this option takes a value")
+        else:
+            out[field] = str(value)
+    return out
+
+
+_ENVIRON_LOCK = threading.Lock()
+
+
+@contextmanager
+def without_leaking_environment() -> Iterator[None]:
+    """This process's environment without what would change the job's layout, while pyslurm submits.
+
+    pyslurm copies every ``SLURM_*`` variable of ``os.environ`` into the job, whatever it is
+    given (a surrounding job's ``SLURM_CPU_BIND`` would bind the new job's tasks).
+    """
+    with _ENVIRON_LOCK:
+        kept = {k: v for k, v in os.environ.items() if k.startswith(LEAKING_PREFIXES) and k not in KEPT}
+        for key in kept:
+            del os.environ[key]
+        try:
+            yield
+        finally:
+            os.environ.update(kept)
+
+
+def sinfo_text(partitions: list[dict[str, Any]], node_gres: Mapping[str, str]) -> str:
+    """Partitions as ``sinfo -h -o '%P|%D|%G|%l'`` prints them (pure; see :func:`ti_slurm.queue.parse_sinfo`).
+
+    ``partitions``: ``name``, ``default``, ``nodes`` (names), ``max_time`` (minutes, or None);
+    ``node_gres``: each node's configured gres (``gpu:8``).
+    """
+    lines = []
+    for part in partitions:
+        limit = part["max_time"]
+        limit_text = "infinite" if limit is None else str(limit)
+        by_gres: dict[str, int] = {}
+        for node in part["nodes"]:
+            gres = node_gres.get(node) or "(null)"
+            by_gres[gres] = by_gres.get(gres, 0) + 1
+        for gres, count in sorted(by_gres.items()):
+            lines.append(f"{part['name']}{'*' if part['default'] else ''}|{count}|{gres}|{limit_text}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 class PyslurmBackend(SlurmBackend):
-    """The Slurm backend, on a node where pyslurm fits the running Slurm."""
+    """Slurm through pyslurm, on a node where pyslurm fits the running Slurm."""
 
     name = "pyslurm"
 
@@ -38,4 +215,101 @@ class PyslurmBackend(SlurmBackend):
         why = pyslurm_mismatch()
         if why:
             raise ConfigError("backend", "pyslurm", why)
+        import pyslurm
+
+        self.pyslurm: Any = pyslurm
         super().__init__()
+
+    @staticmethod
+    def rpc_error(what: str, exc: Exception, error: type[BackendError | SubmissionError] = BackendError) -> Exception:
+        """A pyslurm error as one line, saying what was asked."""
+        return error(f"{what} failed: {exc}")
+
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        if plan.heterogeneous:  # pyslurm cannot submit one: sbatch does
+            return super().submit(plan, script, check_fit)
+        known = frozenset(name for name in dir(self.pyslurm.JobSubmitDescription) if not name.startswith("_"))
+        description = self.pyslurm.JobSubmitDescription(**job_description(plan, script, os.environ, known))
+        if check_fit:
+            from ti_slurm.backends.slurm import refuse_unfit
+
+            refuse_unfit(plan, self.fresh_partitions(), self.sinfo, self.partitions_key())
+        make_output_dir(plan.output_dir)
+        try:
+            with without_leaking_environment():
+                job_id = description.submit()
+        except (self.pyslurm.RPCError, ValueError) as exc:
+            raise self.rpc_error("submit", exc, SubmissionError) from None
+        return self._info(str(job_id), plan)
+
+    def sinfo(self) -> str:
+        try:
+            parts = self.pyslurm.Partitions.load()
+            nodes = self.pyslurm.Nodes.load()
+        except self.pyslurm.RPCError as exc:
+            raise self.rpc_error("loading the partitions", exc) from None
+        from ti_slurm.job.hostlist import expand
+
+        rows = [
+            {
+                "name": p.name,
+                "default": bool(p.is_default),
+                "nodes": expand(p.nodes) if p.nodes else [],
+                "max_time": p.max_time if isinstance(p.max_time, int) else None,
+            }
+            for p in parts.values()
+        ]
+        gres = {name: ",".join(f"{k}:{v}" for k, v in (n.configured_gres or {}).items()) for name, n in nodes.items()}
+        return sinfo_text(rows, gres)
+
+    def load_jobs(self) -> list[Any]:
+        """This user's jobs the controller holds: one RPC."""
+        try:
+            jobs = self.pyslurm.Jobs.load()
+        except self.pyslurm.RPCError as exc:
+            raise self.rpc_error("loading the jobs", exc) from None
+        uid = os.getuid()
+        return [job for job in jobs.values() if job.user_id == uid]
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        out: dict[str, JobInfo] = {}
+        for job in sorted(self.load_jobs(), key=lambda j: (j.heterogeneous_id or j.id, j.heterogeneous_offset or 0)):
+            job_id = str(job.heterogeneous_id or job.id)
+            state = JobState.from_slurm(job.state or "")
+            reason = "" if job.state_reason in (None, "None") else str(job.state_reason)
+            if state.value != job.state and not reason:
+                reason = str(job.state)  # CONFIGURING, COMPLETING, REQUEUED...: say which
+            nodes = job.allocated_nodes or ""
+            info = out.get(job_id)
+            if info is None:
+                out[job_id] = JobInfo(job_id, job.name or "", self.name, "", state, reason, nodes)
+            else:  # a later het component: running wins, nodes add up
+                if state is JobState.RUNNING:
+                    info.state = JobState.RUNNING
+                info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
+        return out
+
+    def find_by_comment(self, comment: str) -> str | None:
+        for job in self.load_jobs():
+            if (job.comment or "").strip() == comment and JobState.from_slurm(job.state or "") in (
+                JobState.PENDING,
+                JobState.RUNNING,
+            ):
+                return str(job.heterogeneous_id or job.id)
+        return None
+
+    def find_job_dir(self, job_id: str) -> str | None:
+        from ti_slurm.job.paths import JobPaths
+
+        try:
+            job = self.pyslurm.Job.load(int(job_id))
+        except (self.pyslurm.RPCError, ValueError):
+            return None
+        out = job.standard_output or ""
+        return JobPaths.of(os.path.dirname(out), job_id).root if out else None
+
+    def cancel(self, job: JobInfo) -> None:
+        try:
+            self.pyslurm.Job(int(job.job_id)).cancel()
+        except (self.pyslurm.RPCError, ValueError) as exc:
+            raise self.rpc_error("cancel", exc) from None
