@@ -139,7 +139,9 @@ def test_an_unknown_job_is_one_error(tmp_path: Path) -> None:
 
 def test_a_heterogeneous_job_through_pyslurm_runs_and_is_followed(tmp_path: Path, backend: str) -> None:
     # pyslurm cannot submit a heterogeneous job (sbatch does), but follows and cancels it like any other
-    fields = {"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}, "command": "echo $TF_ROLE $TF_INDEX"}
+    task = """python3 -c 'import json, os; t = json.loads(os.environ["TF_CONFIG"])["task"]; """
+    task += """print(t["type"], t["index"])'"""
+    fields = {"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}, "command": task}
     job = ti_slurm.submit(spec(tmp_path, **fields), backend=backend)
     final = ti_slurm.get_job(job.id).wait(timeout=120)
     assert final.state is JobState.COMPLETED and [c.name for c in final.components] == ["ps", "worker"]

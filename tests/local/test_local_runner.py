@@ -240,8 +240,10 @@ def test_ctrl_c_stops_following_but_not_the_job(tmp_path: Path) -> None:
 
 def test_modelarts_platform_passes_task_name_to_each_ps_worker_task(tmp_path: Path) -> None:
     (tmp_path / "show.py").write_text(
-        "import json, os, sys\n"
-        "print('task', json.loads(os.environ['TF_CONFIG'])['task']['type'], 'argv', sys.argv[1:])\n"
+        "import json, os, sys, time\n"
+        "role = json.loads(os.environ['TF_CONFIG'])['task']['type']\n"
+        "print('task', role, 'argv', sys.argv[1:], flush=True)\n"
+        "time.sleep(1 if role == 'worker' else 60)  # the ps is stopped once the workers are done: print first\n"
     )
     body = "mode: ps-worker\nplatform: modelarts\nps: {nodes: 1}\nworker: {nodes: 2}\ncommand: python3 show.py --lr 0.1"
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
