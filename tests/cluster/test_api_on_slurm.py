@@ -17,6 +17,7 @@ import ti_slurm
 from tests.conftest import api_spec as spec
 from tests.conftest import processes_matching, run_cli
 from ti_slurm import JobState
+from ti_slurm.backends import JobInfo
 
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
 
@@ -146,6 +147,15 @@ def test_a_heterogeneous_job_through_pyslurm_runs_and_is_followed(tmp_path: Path
     final = ti_slurm.get_job(job.id).wait(timeout=120)
     assert final.state is JobState.COMPLETED and [c.name for c in final.components] == ["ps", "worker"]
     assert sorted(line for n in ("worker-0", "worker-1") for line in job.logs(node=n)) == ["worker 0", "worker 1"]
+
+
+def test_the_processes_a_pyslurm_user_starts_keep_their_slurm_config(tmp_path: Path, backend: str) -> None:
+    # libslurm's initialisation sets SLURM_CONF in the C environment: a later sbatch of another Slurm would read it
+    from ti_slurm.backends import get_backend  # the backend itself, as scripts use it
+
+    get_backend(backend).queue_states([JobInfo("1")])
+    shown = subprocess.run(["sh", "-c", 'echo "${SLURM_CONF-unset}"'], capture_output=True, text=True).stdout
+    assert shown.strip() == os.environ.get("SLURM_CONF", "unset")
 
 
 def test_both_backends_ask_slurm_for_the_same_job(tmp_path: Path) -> None:

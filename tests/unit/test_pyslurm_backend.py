@@ -99,7 +99,13 @@ def test_partitions_read_back_as_sinfo_prints_them() -> None:
     assert (parts["short"].nodes, parts["short"].max_gpus_per_node, parts["short"].max_minutes) == (2, 4, 30)
 
 
-def test_pyslurm_for_another_release_is_refused_with_the_backend_to_use() -> None:
-    why = pyslurm_mismatch("slurm-wlm 22.05.8")
-    assert why is not None and why.endswith("use --backend slurm (the Slurm commands) instead")
-    assert "22.05" in why or "not installed" in why
+def test_pyslurm_for_another_release_is_refused_with_the_backend_to_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+    import sys
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "25.11.2")
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # the check must not import it: that initialises libslurm
+    assert pyslurm_mismatch("slurm-wlm 22.05.8") == (
+        "pyslurm 25.11.2 is for Slurm 25.11, the cluster runs 22.05; use --backend slurm (the Slurm commands) instead"
+    )
+    assert pyslurm_mismatch("slurm 25.11.0") is None

@@ -210,11 +210,14 @@ def test_cli_usage_error_is_one_line() -> None:
 
 
 def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
+    import importlib.metadata
 
     from ti_slurm.backends import get_backend
 
-    monkeypatch.setitem(sys.modules, "pyslurm", None)  # as where it is not installed
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)  # as where it is not installed
     with pytest.raises(ConfigError) as err:
         get_backend("pyslurm")
     assert str(err.value) == (

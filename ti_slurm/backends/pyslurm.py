@@ -39,22 +39,42 @@ USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
 def pyslurm_mismatch(slurm_version: str | None = None) -> str | None:
     """Why pyslurm cannot serve this cluster, or None when it can.
 
-    ``slurm_version``: ``sinfo --version``'s output (asked when not given).
+    ``slurm_version``: ``sinfo --version``'s output (asked when not given). The installed
+    pyslurm's version is read from its metadata: importing it initialises libslurm, which must
+    not happen for another release (see :func:`import_pyslurm`).
     """
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import pyslurm
-    except ImportError as exc:
-        if "libslurm" in str(exc):  # installed, but built against a Slurm this node no longer has
-            return f"pyslurm does not load ({exc}); {USE_INSTEAD}"
+        have = version("pyslurm")
+    except PackageNotFoundError:
         return f"pyslurm is not installed (pip install pyslurm==<the cluster's Slurm version>); {USE_INSTEAD}"
     if slurm_version is None:
         slurm_version = run_local(["sinfo", "--version"], None).stdout
     wanted = parse_version(slurm_version)
-    have = str(getattr(pyslurm, "__version__", "0.0"))
     major_minor = tuple(int(x) for x in have.split(".")[:2] if x.isdigit())
     if major_minor != wanted:
         return f"pyslurm {have} is for Slurm {have[:5]}, the cluster runs {wanted[0]}.{wanted[1]:02d}; {USE_INSTEAD}"
     return None
+
+
+def import_pyslurm() -> Any:
+    """pyslurm, imported without its side effect on this process's children.
+
+    Importing pyslurm initialises libslurm, which sets ``SLURM_CONF`` in the C environment: every
+    process started afterwards (an ``srun``, a user's own ``sbatch``) would read that Slurm's
+    config. It is taken back unless the caller had set it.
+    """
+    had = os.environ.get("SLURM_CONF")
+    try:
+        import pyslurm
+    except ImportError as exc:  # installed, but built against a libslurm this node does not have
+        raise ConfigError("backend", "pyslurm", f"pyslurm does not load ({exc}); {USE_INSTEAD}") from None
+    if had is None:
+        os.unsetenv("SLURM_CONF")
+    else:
+        os.putenv("SLURM_CONF", had)
+    return pyslurm
 
 
 def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], known: frozenset[str]) -> dict[str, Any]:
@@ -215,9 +235,7 @@ class PyslurmBackend(SlurmBackend):
         why = pyslurm_mismatch()
         if why:
             raise ConfigError("backend", "pyslurm", why)
-        import pyslurm
-
-        self.pyslurm: Any = pyslurm
+        self.pyslurm: Any = import_pyslurm()
         super().__init__()
 
     @staticmethod
