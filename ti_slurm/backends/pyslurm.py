@@ -27,7 +27,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo, make_output_dir
-from ti_slurm.backends.slurm import KEPT, LEAKING_PREFIXES, SlurmBackend, job_environment, parse_version, run_local
+from ti_slurm.backends.slurm import (
+    KEPT,
+    LEAKING_PREFIXES,
+    SlurmBackend,
+    add_queue_entry,
+    job_environment,
+    parse_version,
+    run_local,
+)
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.states import JobState
@@ -293,18 +301,8 @@ class PyslurmBackend(SlurmBackend):
         out: dict[str, JobInfo] = {}
         for job in sorted(self.load_jobs(), key=lambda j: (j.heterogeneous_id or j.id, j.heterogeneous_offset or 0)):
             job_id = str(job.heterogeneous_id or job.id)
-            state = JobState.from_slurm(job.state or "")
-            reason = "" if job.state_reason in (None, "None") else str(job.state_reason)
-            if state.value != job.state and not reason:
-                reason = str(job.state)  # CONFIGURING, COMPLETING, REQUEUED...: say which
-            nodes = job.allocated_nodes or ""
-            info = out.get(job_id)
-            if info is None:
-                out[job_id] = JobInfo(job_id, job.name or "", self.name, "", state, reason, nodes)
-            else:  # a later het component: running wins, nodes add up
-                if state is JobState.RUNNING:
-                    info.state = JobState.RUNNING
-                info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
+            entry = JobInfo(job_id, job.name or "", self.name, nodes=job.allocated_nodes or "")
+            add_queue_entry(out, entry, job.state or "", job.state_reason or "")
         return out
 
     def find_by_comment(self, comment: str) -> str | None:

@@ -119,21 +119,33 @@ def parse_scontrol_jobs(text: str, uid: int) -> dict[str, JobInfo]:
             continue
         job_id = fields.get("HetJobId") or fields["JobId"]
         name = _JOB_NAME.search(line)
-        state = JobState.from_slurm(fields.get("JobState", ""))
-        reason = fields.get("Reason", "")
-        reason = "" if reason == "None" else reason
-        if state.value != fields.get("JobState") and not reason:
-            reason = fields.get("JobState", "")  # CONFIGURING, COMPLETING, REQUEUED...: say which
         nodes = fields.get("NodeList", "")
-        nodes = "" if nodes == "(null)" else nodes
-        info = out.get(job_id)
-        if info is None:
-            out[job_id] = JobInfo(job_id, name.group(1) if name else "", "slurm", "", state, reason, nodes)
-        else:  # a later het component: running wins, nodes add up
-            if state is JobState.RUNNING:
-                info.state = JobState.RUNNING
-            info.nodes = ",".join(x for x in (info.nodes, nodes) if x)
+        add_queue_entry(
+            out, JobInfo(job_id, name.group(1) if name else "", "slurm", nodes="" if nodes == "(null)" else nodes),
+            fields.get("JobState", ""), fields.get("Reason", ""),
+        )  # fmt: skip
     return out
+
+
+def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, reason: str) -> None:
+    """Fold one controller entry (a job, or one component of a heterogeneous job) into ``out``.
+
+    ``slurm_state`` and ``reason`` as Slurm says them. The job's state is Slurm's, named by
+    :class:`JobState` (a state it folds, such as COMPLETING, becomes the reason when there is
+    none); a later component adds its nodes, and a running one makes the job running.
+    """
+    state = JobState.from_slurm(slurm_state)
+    reason = "" if reason == "None" else reason
+    if state.value != slurm_state and not reason:
+        reason = slurm_state  # CONFIGURING, COMPLETING, REQUEUED...: say which
+    info = out.get(entry.job_id)
+    if info is None:
+        entry.state, entry.reason = state, reason
+        out[entry.job_id] = entry
+        return
+    if state is JobState.RUNNING:
+        info.state = JobState.RUNNING
+    info.nodes = ",".join(x for x in (info.nodes, entry.nodes) if x)
 
 
 class SlurmBackend:
