@@ -132,3 +132,22 @@ def test_a_registry_that_cannot_be_written_is_a_warning_after_the_job_id(tmp_pat
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("ti-slurm: warning: job local-"), res.stderr
     assert "is submitted, but recording it" in res.stderr and "Traceback" not in res.stderr
     assert (tmp_path / "out" / res.stdout.strip()).is_dir()  # the job itself went ahead
+
+
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (
+            ["--backend", "pyslurm", "--host", "login1"],
+            "ti-slurm: error: backend: 'pyslurm': runs on this machine; a host (login1) means the Slurm commands "
+            "over SSH\n",
+        ),
+        (["--backend", "nosuch"], "invalid choice: 'nosuch'"),
+    ],
+)
+def test_a_backend_that_cannot_serve_the_submit_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("mode: ddp\nnodes: 1\ncommand: 'true'\n")
+    res = run_cli("submit", *args, str(spec), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode in (1, 2) and res.stderr.count("\n") == 1 and line in res.stderr, res.stderr
+    assert not (tmp_path / "ti-slurm").exists()  # nothing recorded: nothing was submitted
