@@ -42,6 +42,10 @@ class Sshd:
 def start_sshd(folder: Path, path_env: str, user_key: Path | None = None, second_factor: bool = False) -> Sshd:
     """Start sshd on 127.0.0.1; sessions get PATH=path_env (like a login node's profile).
 
+    Sessions also get a home of their own (``folder/home``), so the machine's root dotfiles stay out:
+    bash runs ``~/.bashrc`` for every command over SSH, and a CI machine's (pyenv's init, whose
+    rehash waits 60 s on a stale lock) made every login wait past ti-slurm's timeouts.
+
     ``second_factor``: after the key, users also answer PAM's prompt (keyboard-interactive),
     as on login nodes with one-time codes.
     """
@@ -54,6 +58,7 @@ def start_sshd(folder: Path, path_env: str, user_key: Path | None = None, second
         keygen(user_key)
     (folder / "authorized_keys").write_text(user_key.with_suffix(".pub").read_text())
     port = free_port()
+    (folder / "home").mkdir(exist_ok=True)
     (folder / "sshd_config").write_text(
         f"""Port {port}
 ListenAddress 127.0.0.1
@@ -68,7 +73,7 @@ AuthenticationMethods {"publickey,keyboard-interactive" if second_factor else "p
 StrictModes no
 AllowAgentForwarding no
 AllowTcpForwarding yes
-SetEnv PATH={path_env}
+SetEnv PATH={path_env} HOME={folder / "home"}
 Subsystem sftp internal-sftp
 """
     )
