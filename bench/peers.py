@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_work
-from run import BIN, ROOT, sh
+from run import BIN, ROOT, median, sh
 
 WORK_PY = str(Path(peer_work.__file__).resolve())
 PYTHON = sys.executable
@@ -369,7 +369,7 @@ def case_status(tools: dict[str, Any], tmp: Path, repeat: int, jobs: int) -> Res
     for name, tool in tools.items():
         handles = [tool.submit("stamp", tmp / "unused", 1, hold=True) for _ in range(jobs)]
         try:
-            times[name] = statistics.median(timed(lambda: tool.states(handles)) for _ in range(repeat))
+            times[name] = median(lambda tool=tool, handles=handles: tool.states(handles), repeat)
             folder = tmp / f"status-{name}"
             folder.mkdir()
             with environ(PATH=f"{counting_shims(folder)}:{os.environ['PATH']}"):
@@ -385,12 +385,6 @@ def case_status(tools: dict[str, Any], tmp: Path, repeat: int, jobs: int) -> Res
         finally:
             subprocess.run(["scancel", *(tool.job_id(h) for h in handles)], check=False)
     return {f"status of {jobs} jobs": times, f"status of {jobs} jobs: Slurm commands": commands}
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def case_train(tools: dict[str, Any], tmp: Path, repeat: int) -> Results:
