@@ -137,6 +137,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="4,32,128")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--ray-nodes", type=int, default=64, help="the Ray job's size (0: none; 127 need ~30 GiB)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -185,9 +186,22 @@ def main() -> int:
             tmp,
             f"ps-worker, {half} ps + {n - half} workers",
             f"mode: ps-worker\nps: {{nodes: {half}, partition: {part}}}\n"
-            f"worker: {{nodes: {n - half}, partition: {part}}}\ncommand: 'echo $TF_CONFIG > /dev/null'",
+            # parameter servers serve until ti-slurm stops them (one that ends first fails the job, as on TI)
+            f"worker: {{nodes: {n - half}, partition: {part}}}\n"
+            "command: 'if [[ $TF_CONFIG == *''\"type\":\"ps\"''* ]]; then exec sleep 600; fi'",
         ),
     ]
+    if args.ray_nodes:  # head + 5 worker groups; each Ray node takes ~240 MB here (raylet and its agents)
+        groups = [(args.ray_nodes - 1) // 5 + (k < (args.ray_nodes - 1) % 5) for k in range(5)]
+        modes.append(
+            run_mode(
+                tmp,
+                f"ray, head + 5 worker groups ({'+'.join(map(str, groups))}), {args.ray_nodes} nodes",
+                f"mode: ray\npartition: {part}\nhead: {{cpus_per_node: 1}}\nworker_groups:\n"
+                + "".join(f"  - {{nodes: {g}, cpus_per_node: 1}}\n" for g in groups)
+                + "command: python -c 'import ray; ray.init(); print(len([n for n in ray.nodes() if n[\"Alive\"]]))'",
+            )
+        )
     for m in modes:
         print(f"{m['mode']:<58} {'ok' if m['ok'] else 'FAILED':<7} {m['seconds']:>6} s  {m['last']}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
