@@ -39,16 +39,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_work
 from run import BIN, ROOT, median, sh
+from scale import partition_for
 
 WORK_PY = str(Path(peer_work.__file__).resolve())
 PYTHON = sys.executable
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
 SLURMD_LOGS = "/var/log/slurm/slurmd-*.log"
 FAILURE_CAP = 50.0  # the other ranks sleep 60 s: a job still there after this was not ended by the tool
-
-
-def partition_for(nodes: int) -> str:
-    return "debug" if nodes <= 4 else "all"
 
 
 class TiSlurm:
