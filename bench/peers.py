@@ -51,8 +51,6 @@ FAILURE_CAP = 50.0  # the other ranks sleep 60 s: a job still there after this w
 class TiSlurm:
     """ti-slurm's Python API (backend slurm); DDP mode, the command run directly or through the seed's torchrun."""
 
-    name = "ti-slurm"
-
     def __init__(self, tmp: Path) -> None:
         import ti_slurm
 
@@ -84,8 +82,6 @@ class TiSlurm:
 class Submitit:
     """submitit's AutoExecutor: one task per node, the work as a pickled function."""
 
-    name = "submitit"
-
     def __init__(self, tmp: Path) -> None:
         import cloudpickle
         import submitit
@@ -115,8 +111,6 @@ class Submitit:
 class TorchX:
     """TorchX's runner with its Slurm scheduler and the ``dist.ddp`` component (``-j Nx1``)."""
 
-    name = "TorchX"
-
     def __init__(self, tmp: Path) -> None:
         from torchx.components.dist import ddp
         from torchx.runner import get_runner
@@ -142,8 +136,6 @@ class TorchX:
 
 class Sbatch:
     """The hand-written baseline: ``sbatch`` a script whose one line is ``srun --kill-on-bad-exit=1``."""
-
-    name = "sbatch"
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp / "sbatch"
