@@ -31,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_work
@@ -121,7 +122,7 @@ class TorchX:
 
     def submit(self, work: str, folder: Path, nodes: int, hold: bool = False) -> Any:
         app = self.ddp(work, str(folder), script=WORK_PY, j=f"{nodes}x1", cpu=1, memMB=256, name=f"peer-{work}")
-        with chdir(self.cwd), environ(SBATCH_HOLD="1" if hold else None):
+        with contextlib.chdir(self.cwd), patch.dict(os.environ, {"SBATCH_HOLD": "1"} if hold else {}):
             return self.runner.run(app, "slurm", cfg={"partition": partition_for(nodes)})
 
     def job_id(self, handle: Any) -> str:
@@ -166,34 +167,6 @@ class Sbatch:
 
 
 TOOLS = {"ti-slurm": TiSlurm, "submitit": Submitit, "TorchX": TorchX, "sbatch": Sbatch}
-
-
-@contextlib.contextmanager
-def chdir(path: Path) -> Iterator[None]:
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
-@contextlib.contextmanager
-def environ(**values: str | None) -> Iterator[None]:
-    before = {k: os.environ.get(k) for k in values}
-    for key, value in values.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 # -- what every case watches: the queue, the processes, slurmd's log ----------------------------------------------
@@ -361,7 +334,7 @@ def case_status(tools: dict[str, Any], tmp: Path, repeat: int, jobs: int) -> Res
             times[name] = median(lambda tool=tool, handles=handles: tool.states(handles), repeat)
             folder = tmp / f"status-{name}"
             folder.mkdir()
-            with environ(PATH=f"{counting_shims(folder)}:{os.environ['PATH']}"):
+            with patch.dict(os.environ, {"PATH": f"{counting_shims(folder)}:{os.environ['PATH']}"}):
                 states = tool.states(handles)
             calls = (folder / "calls").read_text().split() if (folder / "calls").exists() else []
             answered = sum(1 for s in states if "PENDING" in s.upper() or "HELD" in s.upper())
