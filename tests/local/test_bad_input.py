@@ -151,3 +151,26 @@ def test_a_backend_that_cannot_serve_the_submit_is_one_line(tmp_path: Path, args
     res = run_cli("submit", *args, str(spec), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode in (1, 2) and res.stderr.count("\n") == 1 and line in res.stderr, res.stderr
     assert not (tmp_path / "ti-slurm").exists()  # nothing recorded: nothing was submitted
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ci/slurm-cluster/up runs as root only")
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (["--nodes", "abc"], "up: --nodes 'abc': expected a whole number from 3 to 240\n"),
+        (["--nodes", "2"], "up: --nodes '2': expected a whole number from 3 to 240\n"),
+        (["--slurm", "9.9"], "up: --slurm '9.9': expected 22.05 or 25.11\n"),
+        (
+            ["--accounting", "--slurm", "25.11"],
+            "up: --accounting: only with --slurm 22.05 (Debian's slurmdbd; the 25.11 build has no MySQL plugin)\n",
+        ),
+        (["--frobnicate"], "up: unknown argument '--frobnicate' (usage: up [--slurm 22.05|25.11] [--nodes N] "
+         "[--accounting])\n"),
+    ],
+)  # fmt: skip
+def test_bad_test_cluster_options_are_one_line_and_change_nothing(args: list[str], line: str) -> None:
+    before = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout
+    up = Path(__file__).resolve().parents[2] / "ci" / "slurm-cluster" / "up"
+    res = subprocess.run([str(up), *args], capture_output=True, text=True, timeout=30)
+    assert (res.returncode, res.stderr, res.stdout) == (2, line, "")
+    assert subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout == before
