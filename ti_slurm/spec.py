@@ -15,7 +15,6 @@ ps-worker, ``head``/``worker_groups`` for ray); top-level ``gpus_per_node``,
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -223,7 +222,7 @@ class JobSpec(_Strict):
     platform: Literal["ti", "modelarts"] = "ti"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
-    # each node checks names, ports, GPUs and RDMA before the command; YAML reads `off` as false
+    # each node checks names, ports, GPUs and RDMA before the command: true/false, on/off or {allreduce: true}
     preflight: bool | Literal["on", "off"] | PreflightSpec = True
     # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
     restart: RestartSpec | None = None
@@ -407,6 +406,8 @@ def _one_line(exc: ValidationError) -> SpecError:
 
 def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     """Load a YAML or JSON spec file."""
+    from ti_slurm.specfile import read_document  # imports yaml: not for specs given as dicts
+
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -415,26 +416,9 @@ def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     except UnicodeDecodeError:
         raise SpecError("spec", str(p), "not UTF-8 text") from None
     try:
-        data = _decode(text, p)
+        data = read_document(text, p, JobSpec)
     except RecursionError:
         raise SpecError("spec", str(p), "nested too deeply") from None
     except ValueError as exc:  # e.g. an integer of thousands of digits
         raise SpecError("spec", str(p), f"invalid value: {str(exc).splitlines()[0][:100]}") from None
     return parse_spec(data)
-
-
-def _decode(text: str, p: Path) -> object:
-    """The document in ``text`` (JSON for ``.json`` files, else YAML); a syntax error is one line."""
-    if p.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError("spec", str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError("spec", str(p), f"invalid YAML{where}") from None

@@ -331,3 +331,18 @@ def test_preflight_allreduce_over_a_broken_network_fails_in_seconds(tmp_path: Pa
     assert res.returncode == 1 and time.monotonic() - started < 60
     assert "failed preflight on localhost: an all-reduce across the job's 2 nodes failed: " in res.stderr
     assert "Unable to find address for: nosuch0" in res.stderr
+
+
+def test_a_yaml_spec_typed_as_the_readme_prints_it_runs_as_meant(tmp_path: Path) -> None:
+    # on/off, numbers and versions as users type them: YAML 1.1 would make True, False, 4 and 1.1 of them
+    body = (
+        "mode: mpi\nnodes: 2\nrdma: off\npreflight: off\n"
+        "restart: {max: 3, on: [preempt, timeout, node_fail]}\n"
+        "env: {OMP_NUM_THREADS: 4, VER: 1.10, DEBUG: yes}\n"
+        "command: echo \"threads=$OMP_NUM_THREADS ver=$VER debug=$DEBUG rdma=${NCCL_IB_HCA:-none}\""
+    )
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    logs = [p.read_text() for p in sorted((job_dir(tmp_path, res) / "logs").glob("*.log"))]
+    assert len(logs) == 2
+    assert all("threads=4 ver=1.10 debug=yes rdma=none" in log for log in logs), logs
