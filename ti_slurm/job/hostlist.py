@@ -8,7 +8,9 @@
   is rack0_blade0, rack0_blade1, ...; ``a[0-1]b[0-1]c[0-1]`` is a0b0c0 a0b0c1
   a1b0c0 a1b0c1 a0b1c0 ..., as ``scontrol show hostnames`` prints it). Ranks
   follow this order. Text may follow a bracket (``n[1-2]-ib``).
-- A bracket alone is a list of numeric names (``[1-3]`` is 1, 2, 3), as in Slurm.
+- A bracket alone is a list of numeric names (``[1-3]`` is 1, 2, 3), as in Slurm; so are
+  several (``[1-2][4-5]`` is 14, 15, 24, 25), and a name may then hold text between them
+  (``[1-2]a[3-4]``); one bracket with only text after it (``[1-2]a``) is refused, as by Slurm.
 - Like Slurm, one range holds at most 65536 names.
 
 Stricter than Slurm where Slurm is lenient: empty items, whitespace, empty or
@@ -92,8 +94,8 @@ def _expand_item(text: str, item: str) -> list[str]:
         pos = rb + 1
     if not parts:
         raise HostlistError(text, item, "empty item")
-    if item.startswith("[") and len(parts) > 1:
-        raise HostlistError(text, item, "a bracket needs a name before it")
+    if item.startswith("[") and len(brackets) == 1 and len(parts) > 1:
+        raise HostlistError(text, item, "a bracket needs a name before it, or another bracket after it")
     if len(parts) == 1:
         return parts[0]
     size = 1
