@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
-from ti_slurm.errors import ConfigError, SpecError, UnknownJobError
+from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
 from ti_slurm.job.paths import JobPaths, node_label, parse_events
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.states import JobState
@@ -226,17 +226,29 @@ def jobs(
     infos = [j for j in recall_all() if not host or j.host == host]
     out: list[JobStatus] = []
     for name, on_host in sorted({(j.backend, j.host) for j in infos}):
-        backend = open_backend(name, on_host, accept_new_host_key=accept_new_host_key, ssh_config=ssh_config)
-        from ti_slurm.queue import SharedQueue
-        from ti_slurm.status import recorded_end
-
-        records = {j.job_id: read_events(backend, j) for j in infos if (j.backend, j.host) == (name, on_host)}
-        group = [j for j in infos if j.job_id in records]
-        unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
-        queued = SharedQueue(backend, on_host).states(unended) if unended else {}
-        out.extend(job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group)
+        group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
+        try:
+            out.extend(_statuses(group, name, on_host, accept_new_host_key=accept_new_host_key, ssh_config=ssh_config))
+        except TiSlurmError as exc:  # one unreachable host or backend does not hide the other jobs
+            where = f"{name} backend" + (f" on {on_host}" if on_host else "")
+            out.extend(
+                JobStatus(j.job_id, j.name, JobState.UNKNOWN, f"cannot reach its {where}: {exc}", job_dir=j.job_dir)
+                for j in group
+            )
     order = {j.job_id: i for i, j in enumerate(infos)}
     return sorted(out, key=lambda s: order[s.job_id])
+
+
+def _statuses(group: list[JobInfo], name: str, host: str, **options: Any) -> list[JobStatus]:
+    """The status of jobs of one backend and host: their records, and one shared queue query for the unended."""
+    from ti_slurm.queue import SharedQueue
+    from ti_slurm.status import recorded_end
+
+    backend = open_backend(name, host, **options)
+    records = {j.job_id: read_events(backend, j) for j in group}
+    unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
+    queued = SharedQueue(backend, host).states(unended) if unended else {}
+    return [job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group]
 
 
 class _Follower:
@@ -286,6 +298,8 @@ class _Follower:
                 time.sleep(1.0)
                 events = read_events(job.backend, job.info)
         status = job_status(job.info, events, self.queued)
+        if status.state.is_terminal and job.job_dir:  # ended, and its record did not say so: the batch output may
+            job.add_batch_output(status)
         if status.state is JobState.RUNNING and status.components and not self.seen_running:
             self.seen_running = True  # from now on the queue only tells that it vanished: rarely
             self.interval = FOLLOW_MAX
@@ -429,8 +443,22 @@ class Job:
                 return
             time.sleep(1.0)
 
+    def add_batch_output(self, status: JobStatus, lines: int = 20) -> None:
+        """Where the batch script's own output is, and its last lines (the job ended without a final record:
+        the cause, say a Python without ti-slurm or a full disk, is there)."""
+        paths = JobPaths(self.job_dir)
+        path = paths.supervisor_log if self.backend.name == "local" else paths.batch_output
+        text = self.backend.read_text(path)
+        if text:
+            status.batch_output, status.batch_tail = path, text.splitlines()[-lines:]
+            status.reason += f"; its batch output: {path}"
+
     def failure_tail(self, status: JobStatus, lines: int = 20) -> str:
-        """The last lines of the failed node's log, with the command that shows all of it ("" if none)."""
+        """The last lines of the failed node's log (or, when no node failed, of the batch script's output),
+        with the command that shows all of it ("" if none)."""
+        if status.batch_tail and not status.failed:
+            head = f"ti-slurm: last {len(status.batch_tail)} lines of {status.batch_output}:\n"
+            return head + "".join(f"  | {line}\n" for line in status.batch_tail)
         comp, index = status.failed.get("component"), status.failed.get("index")
         if comp is None or index is None or not status.job_dir:
             return ""

@@ -62,6 +62,9 @@ class JobStatus:
     failed: dict[str, Any] = field(default_factory=dict)
     components: list[ComponentStatus] = field(default_factory=list)  # of the latest attempt
     attempts: list[AttemptStatus] = field(default_factory=list)
+    # a job that ended without its final record: its batch script's output, whose last lines say why
+    batch_output: str = ""
+    batch_tail: list[str] = field(default_factory=list)
 
     @property
     def settled(self) -> bool:
@@ -213,6 +216,9 @@ def format_status(status: JobStatus) -> str:
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
                         f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"
                     )
+    if status.batch_tail:
+        lines.append(f"  last {len(status.batch_tail)} lines of {status.batch_output}:")
+        lines.extend(f"  | {line}" for line in status.batch_tail)
     return "\n".join(lines)
 
 

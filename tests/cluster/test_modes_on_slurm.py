@@ -370,3 +370,17 @@ def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Pa
         assert ok.result.returncode == 0, ok.result.stderr  # the same collective on healthy nodes
     finally:
         fault.unlink()
+
+
+def test_a_batch_step_that_fails_before_its_record_shows_why(tmp_path: Path) -> None:
+    # Debian's python3 has no ti-slurm: the batch script's supervisor cannot even start
+    job = Job(tmp_path, "mode: mpi\nnodes: 1\ncommand: hostname\npython: /usr/bin/python3\npreflight: off")
+    res = job.result
+    out = tmp_path / "out" / f"slurm-{job.id}.out"
+    assert res.returncode == 1, res.stderr
+    assert "ended without a final record" in res.stderr and f"its batch output: {out}" in res.stderr
+    assert "last " in res.stderr and "No module named 'ti_slurm'" in res.stderr, res.stderr
+    shown = run_cli("status", job.id, env=job.env)
+    assert shown.returncode == 0 and "  | " in shown.stdout and "No module named 'ti_slurm'" in shown.stdout
+    status = job.status()
+    assert status["batch_output"] == str(out) and any("No module named 'ti_slurm'" in x for x in status["batch_tail"])

@@ -149,3 +149,26 @@ def test_following_logs_reads_only_what_was_appended(tmp_path: Path) -> None:
     assert size == 8 * 10_000 * 100 and len(lines) == 80_000
     assert len(read) > 2  # it did follow, round after round
     assert sum(read) <= size * 1.05  # ... and read each byte about once
+
+
+def test_a_job_whose_backend_or_host_cannot_be_reached_does_not_hide_the_others(tmp_path: Path) -> None:
+    from ti_slurm.backends import JobInfo
+    from ti_slurm.registry import remember
+
+    job = ti_slurm.submit(spec(tmp_path, name="reachable", mode="mpi", nodes=1, command="true"), backend="local")
+    job.wait(timeout=60)
+    # recorded by earlier submits: one through pyslurm (not installed here, or for another Slurm), one over SSH
+    # to a login node that is down now (nothing listens on port 1)
+    remember(JobInfo("4242", "via-pyslurm", "pyslurm", str(tmp_path / "out" / "4242")))
+    remember(JobInfo("4343", "via-ssh", "ssh", "/home/u/ti-slurm-jobs/4343", host="root@127.0.0.1:1"))
+    listed = {s.job_id: s for s in ti_slurm.jobs()}
+    assert listed[job.id].state is JobState.COMPLETED
+    assert listed["4343"].state is JobState.UNKNOWN and "cannot reach its ssh backend on root@127.0.0.1:1" in (
+        listed["4343"].reason
+    )
+    if "pyslurm" in listed["4242"].reason:  # where pyslurm for this Slurm is installed, the job is simply not found
+        assert listed["4242"].state is JobState.UNKNOWN and "cannot reach its pyslurm backend" in listed["4242"].reason
+    res = run_cli("list")
+    assert res.returncode == 0, res.stderr
+    rows = {line.split()[0]: line for line in res.stdout.splitlines()[1:]}
+    assert "COMPLETED" in rows[job.id] and "UNKNOWN" in rows["4343"] and "cannot reach" in rows["4343"]

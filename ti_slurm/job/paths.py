@@ -15,6 +15,8 @@ node and the submitting machine share::
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
     supervisor.log, .pid        the local backend's supervisor process
 
+and beside it Slurm's own output of the batch script, ``<output_dir>/slurm-<job id>.out``.
+
 The sbatch template, each node's step, the supervisor, the backends and
 ``status`` all take the names from here. Standard library only: this runs in
 every job step.
@@ -124,6 +126,12 @@ class JobPaths(Record):
     def containers_dir(self) -> str:
         """Per-launch OCI bundles and imported images of the nodes' containers."""
         return self._in("containers")
+
+    @property
+    def batch_output(self) -> str:
+        """Slurm's output of the batch script: ``<output_dir>/slurm-<job id>.out`` (sbatch --output), beside the job."""
+        parent, job_id = os.path.split(self.root.rstrip("/"))
+        return os.path.join(parent, f"slurm-{job_id}.out")
 
     @property
     def supervisor_log(self) -> str:
