@@ -156,7 +156,7 @@ def submit(
             # Start the remote half of the submit first: it waits for its input while
             # the plan is made and rendered here, so the remote login shell starts
             # meanwhile. If planning fails, its input ends empty and nothing is submitted.
-            started = ssh.start_submit(submission)
+            started = ssh.start_submit(submission, job_spec.python or "python3")  # plan_job's choice, remotely
             try:
                 job_plan = plan_job(job_spec, remote=True, submission=submission)
                 script = render_plan(job_plan)

@@ -109,6 +109,22 @@ def test_invalid_spec_submits_nothing_though_the_remote_side_started_early(tmp_p
     assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
 
 
+def test_a_job_python_without_ti_slurm_on_the_login_is_refused_before_submitting(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    out, name = tmp_path / "out", f"never-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "job.yaml"
+    for python, says in [
+        ("/usr/bin/python3", "cannot import ti-slurm (ModuleNotFoundError: No module named 'ti_slurm')"),
+        ("/nonexistent/python3", "cannot import ti-slurm (sh: 1: /nonexistent/python3: not found)"),
+    ]:
+        spec.write_text(f"name: {name}\nmode: mpi\nnodes: 1\ncommand: 'true'\npython: {python}\noutput_dir: {out}\n")
+        err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
+        assert err.startswith(f"ti-slurm: error: python: '{python}': the job's Python on login {says}"), err
+        assert "set the spec's python:" in err and err.endswith("(nothing was submitted)")
+    assert not out.exists()
+    assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+
+
 def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:
     config = ssh_config(tmp_path, sshd)
     marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
@@ -186,7 +202,7 @@ def test_server_that_never_sends_a_banner_times_out(tmp_path: Path) -> None:
 def test_missing_sbatch_and_rejected_job_are_one_line(tmp_path: Path, sshd: Sshd) -> None:
     bare = tmp_path / "bare-bin"
     bare.mkdir()
-    for tool in ("sh", "mkdir", "cat"):
+    for tool in ("sh", "mkdir", "cat", "python3"):  # a login node with ti-slurm's Python but no Slurm
         (bare / tool).symlink_to(subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip())
     no_slurm = start_sshd(tmp_path / "sshd2", str(bare), user_key=sshd.user_key)
     try:

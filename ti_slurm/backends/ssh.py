@@ -70,6 +70,9 @@ from ti_slurm.job.plan import JobPlan  # noqa: E402
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
 SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
+PYTHON_END = "--ti-slurm-python-end--"  # ... and after what the job's Python said of ti-slurm
+# run by the job's Python on the login node before anything is submitted: it must import ti-slurm's plan
+PYTHON_PROBE = "from ti_slurm.job.plan import PLAN_VERSION; print('ti-slurm-plan', PLAN_VERSION)"
 LEAKING = "|".join(LEAKING_PREFIXES)  # job_environment's rule, as the remote shell's grep patterns
 KEPT_HERE = "|".join(sorted(KEPT))
 OUTPUT_GRACE = 2.0  # seconds to keep reading after the exit status, until the server closes the channel
@@ -289,7 +292,7 @@ class SSHSession:
     def read_until(self, channel: Any, marker: str) -> str:
         """A started command's output up to the line ``marker`` (the rest is kept for :meth:`finish`)."""
         line = f"{marker}\n".encode()
-        buf = bytearray()
+        buf = bytearray(self._early.pop(id(channel), b""))  # what came after an earlier marker
         deadline = time.monotonic() + 3 * CONNECT_TIMEOUT
         try:
             while line not in buf and not (channel.exit_status_ready() and not channel.recv_ready()):
@@ -453,38 +456,43 @@ class SSHBackend(SlurmBackend):
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         """Create the output directory and sbatch the script from stdin: one round trip."""
-        return self.finish_submit(self.start_submit(plan.submission), plan, script, check_fit)
+        return self.finish_submit(self.start_submit(plan.submission, plan.python), plan, script, check_fit)
 
-    def submit_argv(self, submission: str) -> list[str]:
-        """The remote half of a submit: a shell that tells the partitions, then waits for its input.
+    def submit_argv(self, submission: str, python: str) -> list[str]:
+        """The remote half of a submit: a shell that tells the partitions and what the job's Python
+        says of ti-slurm, then waits for its input.
 
-        It prints ``sinfo``'s partitions and a marker line at once (they arrive while
-        the spec is planned here). The input is the output directory on one line,
-        then the script: the shell makes the directory and hands the rest of its
-        input to ``sbatch``. Closed without input (an invalid spec, a job that can
-        never start), it submits nothing.
+        It prints ``sinfo``'s partitions, a marker line, the last lines of ``python``
+        running :data:`PYTHON_PROBE` and another marker at once (they arrive while the
+        spec is planned here). The input is the output directory on one line, then the
+        script: the shell makes the directory and hands the rest of its input to
+        ``sbatch``. Closed without input (an invalid spec, a job that can never start,
+        a Python without ti-slurm), it submits nothing.
         """
         script = (
             # the login's own SLURM_*, SBATCH_*... would reach the job through sbatch (SLURM_CONF stays)
             f"for v in $( (env | cut -d= -f1 | grep -E '^({LEAKING})' | grep -vxE '{KEPT_HERE}') 2>/dev/null);"
             ' do unset "$v"; done; '
-            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; shift 2; IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
+            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; shift 5; '
+            'IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
         )
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
             script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
-        return ["sh", "-c", script, "sh", SINFO_FORMAT, SINFO_END, *self.sbatch_argv(submission)]
+        head = [SINFO_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
+        return ["sh", "-c", script, "sh", *head, *self.sbatch_argv(submission)]
 
     def partitions_key(self) -> str:
         return f"partitions-{self.name}-{self.session.target.alias}"
 
-    def start_submit(self, submission: str) -> Any:
-        """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`)."""
-        return self.session.start(self.submit_argv(submission))
+    def start_submit(self, submission: str, python: str) -> Any:
+        """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`);
+        ``python`` is the job's Python, whose ti-slurm it checks."""
+        return self.session.start(self.submit_argv(submission, python))
 
     def abandon_submit(self, channel: Any) -> None:
         """End a started submit without input: its shell exits by itself and submits nothing."""
         with contextlib.suppress(BackendError):
-            self.session.finish(channel, self.submit_argv(""), None)
+            self.session.finish(channel, self.submit_argv("", ""), None)
         self.session.close()
 
     def finish_submit(self, channel: Any, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
@@ -496,6 +504,11 @@ class SSHBackend(SlurmBackend):
         if "\n" in plan.output_dir:
             raise SpecError("output_dir", plan.output_dir, "holds a newline")
         asked = self.session.read_until(channel, SINFO_END)  # empty when a fresh answer was shared
+        try:
+            self.check_python(plan.python, self.session.read_until(channel, PYTHON_END))
+        except SpecError:
+            self.abandon_submit(channel)
+            raise
         if check_fit:
             shared = None if asked.strip() else self.fresh_partitions()
             try:
@@ -503,7 +516,7 @@ class SSHBackend(SlurmBackend):
             except SubmissionError:
                 self.abandon_submit(channel)
                 raise
-        argv, stdin = self.submit_argv(plan.submission), f"{plan.output_dir}\n{script}"
+        argv, stdin = self.submit_argv(plan.submission, plan.python), f"{plan.output_dir}\n{script}"
         try:
             job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch", SubmissionError))
         except BackendError as exc:
@@ -516,6 +529,23 @@ class SSHBackend(SlurmBackend):
         info = self._info(job_id, plan)
         info.host = self.session.target.alias
         return info
+
+    def check_python(self, python: str, said: str) -> None:
+        """Refuse a job whose Python (on the login node) cannot import ti-slurm, or a ti-slurm of another plan
+        version: its batch script would fail before it could record anything."""
+        from ti_slurm.job.plan import PLAN_VERSION
+
+        lines = said.strip().splitlines()
+        if lines and lines[-1] == f"ti-slurm-plan {PLAN_VERSION}":
+            return
+        host = self.session.target.alias
+        fix = "install ti-slurm for it there, or set the spec's python: to a Python on the cluster that has it"
+        if lines and lines[-1].startswith("ti-slurm-plan "):
+            found = lines[-1].removeprefix("ti-slurm-plan ")
+            why = f"its ti-slurm on {host} reads plan version {found}, this one writes {PLAN_VERSION}: upgrade one"
+        else:
+            why = f"the job's Python on {host} cannot import ti-slurm ({lines[-1] if lines else 'no answer'}); {fix}"
+        raise SpecError("python", python, why + " (nothing was submitted)")
 
     def read_text(self, path: str) -> str | None:
         return self.session.read_text(path)
