@@ -8,6 +8,7 @@ run must equal, parameter for parameter, the model of the same run without inter
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import ti_slurm
-from tests.conftest import api_spec, processes_matching
+from tests.conftest import api_spec, processes_matching, run_cli
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
@@ -170,6 +171,38 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, index: i
     assert lost not in final.attempts[1].nodes
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
     assert_nothing_left(out)
+
+
+STALLABLE = Path("/var/lib/ti-slurm-test/stallable")  # the test cluster's filesystem that stall-fs freezes
+
+
+def test_a_shared_filesystem_stalled_for_a_minute_loses_no_node(tmp_path: Path) -> None:
+    if not os.path.ismount(STALLABLE):
+        pytest.skip(f"{STALLABLE} is not mounted (ci/slurm-cluster/up mounts it where loop devices work)")
+    marker = f"sleep 3{uuid.uuid4().int % 1000:03d}"
+    out = STALLABLE / f"jobs-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "job.yaml"  # node03 fails while the filesystem is frozen: a failure, not a lost node
+    spec.write_text(
+        f"mode: mpi\nnodes: 3\npreflight: off\nrestart: {{max: 1, on: [node_fail]}}\noutput_dir: {out}\n"
+        f"workdir: {tmp_path}\ncommand: 'if [ $INDEX = 2 ]; then sleep 15; exit 3; fi; {marker}'\n"
+    )
+    res = run_cli("submit", str(spec))
+    assert res.returncode == 0, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    deadline = time.monotonic() + 120
+    while not list((out / job.id / "heartbeat").glob("*.step")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(6)  # every node's step has written its liveness file and sent its first beats
+    stall = subprocess.Popen([str(CLUSTER / "stall-fs"), "60"])
+    try:
+        final = job.wait(timeout=300)
+    finally:
+        stall.kill()
+        subprocess.run(["fsfreeze", "-u", str(STALLABLE)], capture_output=True, check=False)
+    assert final.state is JobState.FAILED, final.reason
+    assert re.fullmatch(r"mpi node node0\d \(index 2\) exited 3", final.reason), final.reason  # not "... lost"
+    assert attempts(final) == [("FAILED", False)] and final.attempts[0].lost_nodes == []
+    assert_nothing_left(marker)
 
 
 def test_a_failing_rank_is_restarted_once_then_the_job_fails_naming_both_attempts(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ the spec's fields, the records of each attempt. The cluster tier shows the same 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +255,59 @@ def test_slurm_requeueing_for_a_cause_restart_on_does_not_list_ends_the_job(tmp_
     outcome = supervisor.run()
     assert outcome.state is JobState.PREEMPTED and "restart.on does not list" in outcome.reason
     assert launcher.stopped == [] and [e["event"] for e in events(tmp_path)][-1] == "end"
+
+
+def stalled_liveness_files(tmp_path: Path, nodes: range) -> None:
+    """The nodes' liveness files as a stalled shared filesystem leaves them: last written a minute ago."""
+    from ti_slurm.job.watch import step_alive_file
+
+    paths = JobPaths(str(tmp_path))
+    Path(paths.heartbeat("ddp", 0)).parent.mkdir(parents=True, exist_ok=True)
+    for i in nodes:
+        alive = Path(step_alive_file(paths, "ddp", i))
+        alive.write_text("")
+        os.utime(alive, (time.time() - 60, time.time() - 60))
+
+
+@pytest.mark.parametrize("beats", [True, False], ids=["their steps beat: not lost", "silent everywhere: lost"])
+def test_nodes_whose_files_are_late_are_lost_only_if_their_beats_stopped_too(tmp_path: Path, beats: bool) -> None:
+    from ti_slurm.job.beat import start_beating
+
+    # node 0's command fails after ~2 s; nodes 1 and 2 leave no exit record (srun kills them then), and their
+    # liveness files are a minute old, as when the shared filesystem stalls under checkpoint load
+    plan = plan_of(nodes=3)
+    stalled_liveness_files(tmp_path, range(1, 3))
+    supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (1, 20), "ddp-1": (None, 0), "ddp-2": (None, 0)}, FakeControl())
+
+    def nodes_beat() -> None:  # what each node's step does, over loopback
+        beat = Path(JobPaths(str(tmp_path)).beat)
+        while not beat.exists():
+            time.sleep(0.01)
+        for i in (1, 2):
+            start_beating(str(beat), "127.0.0.1", "ddp", i)
+
+    if beats:
+        threading.Thread(target=nodes_beat, daemon=True).start()
+    outcome = supervisor.run()
+    if beats:
+        assert (outcome.state, outcome.cause, outcome.lost_nodes) == (JobState.FAILED, "failure", [])
+        assert outcome.reason == "ddp node ddp-host0 (index 0) exited 1"
+    else:
+        assert (outcome.state, outcome.lost_nodes) == (JobState.NODE_FAIL, ["ddp-host1", "ddp-host2"])
+
+
+def test_the_beat_listener_takes_only_its_own_datagrams() -> None:
+    from ti_slurm.job.beat import BeatListener
+
+    listener = BeatListener()
+    token = listener.beat_file_text.split()[1]
+    now = time.time()
+    listener.note(f"{token} worker 3 {now - 5:.3f}".encode())
+    listener.note(f"{token} worker 3 {now - 9:.3f}".encode())  # an older one, arriving late
+    listener.note(f"wrong-token worker 4 {now:.3f}".encode())  # another attempt's node, or anyone
+    listener.note(f"{token} worker x {now:.3f}".encode())
+    listener.note(f"{token} worker 5 {now + 3600:.3f}".encode())  # a clock ahead: no later than now
+    listener.note(b"\xff\xfe garbage")
+    assert listener.last("worker", 3) == pytest.approx(now - 5, abs=0.01)
+    assert listener.last("worker", 4) == 0.0 and listener.last("worker", 5) <= time.time()
+    listener.close()

@@ -9,6 +9,7 @@ node and the submitting machine share::
     logs/<component>-<n>.log    each node's output
     addresses                   every node's address, resolved once (by the supervisor) for all nodes
     checkpoint/                 TI_SLURM_CHECKPOINT_DIR unless the spec names another: kept across requeues
+    beat                        the supervisor's UDP port and secret: each node's step says it is alive there too
     heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
     attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
@@ -105,6 +106,11 @@ class JobPaths(Record):
     def stop_request(self, component: str) -> str:
         """``<attempt>``: the supervisor asks every node of ``component`` to stop its command (Slurm)."""
         return self._in(f"stop.{component}")
+
+    @property
+    def beat(self) -> str:
+        """The supervisor's port and secret for the node steps' liveness datagrams (``PORT TOKEN``)."""
+        return self._in("beat")
 
     def heartbeat(self, component: str, n: object) -> str:
         """The file the n-th node's command may touch to show it is alive."""

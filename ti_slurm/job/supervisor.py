@@ -48,6 +48,7 @@ from types import FrameType
 from typing import Protocol
 
 from ti_slurm.job import main
+from ti_slurm.job.beat import ALIVE_EVERY, LOST_AFTER, BeatListener
 from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.paths import JobPaths, parse_events
@@ -55,7 +56,7 @@ from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import exit_code, start_group, terminate
 from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, preempted, should_requeue
 from ti_slurm.job.states import JobState
-from ti_slurm.job.watch import ALIVE_EVERY, LOST_AFTER, last_output, mtime, step_alive_file
+from ti_slurm.job.watch import last_output, mtime, step_alive_file
 
 POLL_SECONDS = 0.1
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -263,6 +264,7 @@ class Supervisor:
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
         self.earlier_lost: list[str] = []  # the nodes earlier attempts lost (kept out of the next one)
+        self.beats: BeatListener | None = None  # the nodes' liveness datagrams, besides their files
 
     # -- status file ---------------------------------------------------
     def event(self, kind: str, **data: object) -> None:
@@ -378,6 +380,17 @@ class Supervisor:
 
             write_atomic(self.paths.addresses, resolve_all(names))
 
+    def listen_for_beats(self) -> None:
+        """Take the nodes' liveness datagrams (no listener, e.g. no socket to be had: their files alone)."""
+        from ti_slurm.job.node import write_atomic
+
+        try:
+            self.beats = BeatListener()
+        except OSError as exc:
+            self.say(f"node liveness by their files only (no UDP listener: {exc})")
+            return
+        write_atomic(self.paths.beat, self.beats.beat_file_text, 0o600)
+
     def launch_exit_event(self, launch: Launch) -> None:
         records = [{k: r.get(k) for k in ("index", "node", "exit_code")} for r in self.launch_records(launch)]
         self.event(
@@ -413,6 +426,7 @@ class Supervisor:
                 if self.plan.restart_max and self.attempt >= self.plan.restart_max and self.launcher.control:
                     self.launcher.control.disable_requeue()  # the last attempt: preemption ends the job now
                 self.share_addresses()
+                self.listen_for_beats()
                 for c, nodes in self.launch_plan():
                     self.launches.extend(self.launcher.start(self.plan, c, nodes))
                 components = [
@@ -437,6 +451,8 @@ class Supervisor:
             self.requeue(outcome)
         if record_first:
             self.stop_running()
+        if self.beats is not None:
+            self.beats.close()
         self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
         return outcome
 
@@ -552,7 +568,8 @@ class Supervisor:
         return sorted(names)
 
     def lost_nodes(self, records: list[dict[str, object]]) -> list[str]:
-        """Nodes whose step left no exit record and stopped touching its liveness file (or Slurm says: down)."""
+        """Nodes whose step left no exit record and fell silent, on its liveness file and its datagrams alike
+        (or Slurm says: down)."""
         recorded = {(r.get("component"), r.get("index")) for r in records}
         silent, missing = set(), []
         now = time.time()
@@ -562,7 +579,9 @@ class Supervisor:
                 if (launch.component, i) in recorded or i >= len(names):
                     continue
                 missing.append(names[i])
-                alive = mtime(step_alive_file(self.paths, launch.component, i))
+                alive = mtime(step_alive_file(self.paths, launch.component, i))  # late when the filesystem stalls
+                if self.beats is not None:
+                    alive = max(alive, self.beats.last(launch.component, i))
                 if alive and now - alive > LOST_AFTER:
                     silent.add(names[i])
         down = self.launcher.control.unreachable_nodes(missing) if missing and self.launcher.control else []

@@ -1,9 +1,11 @@
 """What each node's step watches while its command runs: its own liveness, silence, and stop requests.
 
 - Liveness: the step rewrites ``heartbeat/<component>-<n>.step`` every
-  :data:`ALIVE_EVERY` seconds. A node whose step stopped touching it and left
-  no exit record was lost (its node, or its step, died): the supervisor tells
-  that from a failed command without waiting for Slurm's ``SlurmdTimeout``.
+  :data:`ALIVE_EVERY` seconds, and sends the supervisor a datagram as often
+  (:mod:`ti_slurm.job.beat`: a stalled shared filesystem makes every file late
+  at once). A node whose step fell silent on both and left no exit record was
+  lost (its node, or its step, died): the supervisor tells that from a failed
+  command without waiting for Slurm's ``SlurmdTimeout``.
 - Silence (the spec's ``watchdog: {silence: N}``): a command that wrote nothing
   to its log and did not touch ``TI_SLURM_HEARTBEAT_FILE`` for N seconds is
   hung. Its Python stacks go to its log (``py-spy dump`` when installed, else
@@ -22,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 
+from ti_slurm.job.beat import ALIVE_EVERY, start_beating
 from ti_slurm.job.paths import JobPaths
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
@@ -30,8 +33,6 @@ if TYPE_CHECKING:
 
     from ti_slurm.job.node import NodeRun
 
-ALIVE_EVERY = 5.0  # seconds between the step's liveness touches
-LOST_AFTER = 20.0  # a step silent this long, without an exit record, was lost
 HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
 
 
@@ -102,6 +103,8 @@ class NodeWatch:
         self.started = time.time()
         self.touched = 0.0
         self.error = ""  # why the command was stopped, once it was
+        host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"  # where srun, and so the supervisor, runs
+        start_beating(paths.beat, host, name, run.contract.index)
 
     def check_signal(self) -> None:
         """When the supervisor wrote this attempt's checkpoint signal, send it to this step (whose handler passes
