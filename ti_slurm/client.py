@@ -21,6 +21,7 @@ prints.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -200,7 +201,7 @@ def get_job(
     """The handle of a job submitted earlier: from this account's records, else asked of the scheduler."""
     from ti_slurm.registry import recall
 
-    job_id = str(job_id)
+    check_job_id(job_id)
     info = recall(job_id)
     host = host or (info.host if info else "")
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
@@ -211,6 +212,20 @@ def get_job(
         info = JobInfo(job_id, backend=backend.name, job_dir=backend.find_job_dir(job_id) or "", host=host)
         return Job(info, backend)
     return Job(info, open_backend(info.backend, host, **options))
+
+
+JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?|local-\d+")  # a job, an array task, a het component, a local run
+
+
+def check_job_id(job_id: object) -> None:
+    """Refuse what is not a job id, before it reaches a registry path or a Slurm command line (``--me`` would
+    make ``scancel --me`` of it: every job of the account)."""
+    if not isinstance(job_id, str):
+        raise ConfigError("job id", job_id, "expected the id as text, as submit printed it (e.g. '5603576')")
+    if not JOB_ID.fullmatch(job_id):
+        raise ConfigError(
+            "job id", job_id, "not a job id (digits, an array task 123_4, a component 123+1, or local-N)"
+        )
 
 
 def jobs(

@@ -174,3 +174,30 @@ def test_bad_test_cluster_options_are_one_line_and_change_nothing(args: list[str
     res = subprocess.run([str(up), *args], capture_output=True, text=True, timeout=30)
     assert (res.returncode, res.stderr, res.stdout) == (2, line, "")
     assert subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout == before
+
+
+@pytest.mark.parametrize(
+    "job_id", ["--me", "--state=RUNNING", "", "../../../evil", "1 2", "123;rm", "-1", "local-", "12_x"]
+)
+def test_what_is_not_a_job_id_never_reaches_slurm_or_the_registry(tmp_path: Path, job_id: str) -> None:
+    # a scancel/scontrol/squeue on PATH that would tell if it were run
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for tool in ("scancel", "scontrol", "squeue"):
+        (shims / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path / 'ran'}\n")
+        (shims / tool).chmod(0o755)
+    env = {"PATH": f"{shims}:{os.environ['PATH']}", "XDG_STATE_HOME": str(tmp_path / "state")}
+    for command in ("cancel", "status", "logs"):
+        res = run_cli(command, "--", job_id, env=env)
+        assert res.returncode == 2, (command, res.stderr)
+        assert res.stderr.startswith(f"ti-slurm: error: job id: {job_id!r}: not a job id"), res.stderr
+        assert res.stderr.count("\n") == 1
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("job_id", [None, 123, b"123", ""])
+def test_get_job_refuses_what_is_not_a_job_id(job_id: object) -> None:
+    import ti_slurm
+
+    with pytest.raises(ti_slurm.ConfigError, match=r"^job id: "):
+        ti_slurm.get_job(job_id)  # type: ignore[arg-type]
