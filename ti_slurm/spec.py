@@ -296,6 +296,9 @@ class JobSpec(_Strict):
                 raise ValueError(f"{key!r} is not an sbatch long option name (write it without '--')")
             if key in MANAGED_SBATCH_OPTIONS:
                 raise ValueError(f"--{key} is set by ti-slurm from the spec; use the spec's own field")
+            shortened = sorted(m for m in MANAGED_SBATCH_OPTIONS if m.startswith(key))
+            if shortened:  # sbatch takes any unambiguous prefix of a long option: --partit is --partition
+                raise ValueError(f"--{key} is what sbatch reads as --{shortened[0]}, which ti-slurm sets from the spec")
             if isinstance(value, str):
                 _reject_control(f"sbatch.{key}", value)
         return v

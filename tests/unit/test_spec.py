@@ -188,6 +188,11 @@ def test_bad_specs_name_the_field(doc: object, field: str) -> None:
         ("- just a list", "mapping"),
         ("mode: ddp\ncommand: x\nnodes: 2\ngpus_per_node: lots\n", "gpus_per_node"),
         ("mode: ray\ncommand: x\nhead: {cpus_per_node: 0.7}\n", "Ray schedules whole CPUs"),
+        # sbatch takes unambiguous prefixes of its long options: each of these would override ti-slurm's own
+        ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {partit: big}\n", "sbatch reads as --partition"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {outp: /tmp/x}\n", "sbatch reads as --output"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {arr: 1-1000}\n", "sbatch reads as --array"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {jo: x}\n", "sbatch reads as --job-name"),
     ],
 )
 def test_cli_prints_one_line_and_exits_2(write_spec, text: str, needle: str) -> None:
