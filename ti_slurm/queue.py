@@ -14,8 +14,10 @@ its partition as the partition stands (pure).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,12 +43,48 @@ class UserQueue(Protocol):
     def user_queue(self) -> dict[str, JobInfo]: ...
 
 
-def cache_dir() -> str:
-    """A private per-user directory for the shared answers (``$XDG_RUNTIME_DIR`` or the temp dir)."""
+_cache_warned: list[str] = []  # the cache directory already warned about (once per process)
+
+
+def cache_dir() -> str | None:
+    """A private per-user directory for the shared answers (``$XDG_RUNTIME_DIR`` or the temp dir), or ``None``
+    when there is none to be had: the cache is only an optimisation, and one another user could write (a
+    ``/tmp/ti-slurm-<uid>`` made first by someone else) would let them say what state a job is in."""
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     folder = os.path.join(base, f"ti-slurm-{os.getuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:  # an XDG_RUNTIME_DIR this user cannot write (after su or sudo -u)
+        _no_cache(folder, exc.strerror or "cannot be created")
+        return None
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        owner = f"owner {info.st_uid}, mode {stat.filemode(info.st_mode)}"
+        _no_cache(folder, f"is not a private directory of uid {os.getuid()} ({owner})")
+        return None
     return folder
+
+
+def _no_cache(folder: str, why: str) -> None:
+    """Say once per process that the shared cache is not used, and why."""
+    if folder not in _cache_warned:
+        _cache_warned.append(folder)
+        print(f"ti-slurm: warning: {folder} {why}: asking the controller without the shared cache", file=sys.stderr)
+    return None
+
+
+def cache_key(backend: str, host: str) -> str:
+    """The name of one controller's shared answers: by backend and host, and here by the Slurm config the
+    commands read (two clusters reached from one machine through SLURM_CONF never share an answer)."""
+    key = f"{backend}-{host or 'here'}"
+    conf = "" if host else os.environ.get("SLURM_CONF", "")
+    if conf:
+        import zlib
+
+        key += f"-{zlib.crc32(conf.encode()):08x}"
+    return key.replace("/", "_")
 
 
 class SharedQueue:
@@ -54,7 +92,7 @@ class SharedQueue:
 
     def __init__(self, backend: Backend, host: str = "") -> None:
         self.backend = backend
-        self.key = f"{backend.name}-{host or 'here'}".replace("/", "_")
+        self.key = cache_key(backend.name, host)
         self.queries = 0  # queries this process made (the benchmark counts them)
 
     def states(self, jobs: list[JobInfo], max_age: float = SHARED_MAX_AGE) -> dict[str, JobInfo]:
@@ -63,14 +101,22 @@ class SharedQueue:
             return self.backend.queue_states(jobs)
         import fcntl
 
-        path = os.path.join(cache_dir(), f"queue-{self.key}.json")
-        with open(path + ".lock", "a") as lock:
+        folder = cache_dir()
+        if folder is None:
+            self.queries += 1
+            queued = self.backend.user_queue()
+            return {j.job_id: queued[j.job_id] for j in jobs if j.job_id in queued}
+        path = os.path.join(folder, f"queue-{self.key}.json")
+        lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one asks; the others wait for its answer
             taken, queued = _read(path)
             if time.time() - taken > max_age or any(j.job_id not in queued and j.submitted >= taken for j in jobs):
                 taken, queued = time.time(), self.backend.user_queue()
                 self.queries += 1
                 _write(path, taken, queued)
+        finally:
+            os.close(lock)
         return {j.job_id: queued[j.job_id] for j in jobs if j.job_id in queued}
 
 
@@ -80,9 +126,11 @@ PARTITIONS_MAX_AGE = 300.0  # partitions change rarely: one sinfo answer serves 
 def shared_text(key: str, max_age: float, ask: Callable[[], str] | None) -> str | None:
     """An answer shared by this user's processes here: the cached one if at most ``max_age`` old,
     else ``ask()``'s, cached (``None`` when stale and ``ask`` is ``None``)."""
-    path = os.path.join(cache_dir(), f"{key}.json")
+    folder = cache_dir()
     try:
-        with open(path, encoding="utf-8") as fh:
+        if folder is None:
+            raise FileNotFoundError
+        with open(os.path.join(folder, f"{key}.json"), encoding="utf-8") as fh:
             data = json.load(fh)
         if time.time() - float(data["time"]) <= max_age:
             return str(data["text"])
@@ -97,13 +145,17 @@ def shared_text(key: str, max_age: float, ask: Callable[[], str] | None) -> str 
 
 def store_text(key: str, text: str) -> None:
     """Cache ``text`` as the current answer for ``key`` (see :func:`shared_text`)."""
-    _store(os.path.join(cache_dir(), f"{key}.json"), {"time": time.time(), "text": text})
+    folder = cache_dir()
+    if folder is not None:
+        _store(os.path.join(folder, f"{key}.json"), {"time": time.time(), "text": text})
 
 
 def _store(path: str, answer: dict[str, object]) -> None:
-    """Write a shared answer whole (readers never see half of one)."""
+    """Write a shared answer whole (readers never see half of one), never through a link."""
     tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a leftover of a killed process with this pid
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as fh:
         json.dump(answer, fh)
     os.replace(tmp, path)
 

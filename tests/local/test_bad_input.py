@@ -201,3 +201,49 @@ def test_get_job_refuses_what_is_not_a_job_id(job_id: object) -> None:
 
     with pytest.raises(ti_slurm.ConfigError, match=r"^job id: "):
         ti_slurm.get_job(job_id)  # type: ignore[arg-type]
+
+
+def fake_scontrol(tmp_path: Path, job_id: str, state: str) -> dict[str, str]:
+    """A PATH on which ``scontrol -o show job`` says job ``job_id`` of this user is in ``state``."""
+    shims = tmp_path / "bin"
+    shims.mkdir(exist_ok=True)
+    line = f"JobId={job_id} JobName=x UserId=root({os.getuid()}) JobState={state} Reason=None NodeList=node01"
+    (shims / "scontrol").write_text(f"#!/bin/sh\necho '{line}'\n")
+    (shims / "scontrol").chmod(0o755)
+    return {"PATH": f"{shims}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("where", ["planted by another user", "runtime dir not writable"])
+def test_the_queue_cache_is_used_only_when_it_is_private(tmp_path: Path, where: str) -> None:
+    from dataclasses import asdict
+
+    from ti_slurm.backends import JobInfo
+    from ti_slurm.queue import cache_key
+    from ti_slurm.registry import remember
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), **fake_scontrol(tmp_path, "4242", "RUNNING")}
+    os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
+    try:
+        remember(JobInfo("4242", "x", "slurm", str(tmp_path / "out" / "4242")))
+    finally:
+        del os.environ["XDG_STATE_HOME"]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    planted = tmp / f"ti-slurm-{os.getuid()}"
+    if where == "planted by another user":  # made first by uid 65534, world-writable, with an answer of its own
+        planted.mkdir()
+        answer = {"time": 4e9, "jobs": {"4242": asdict(JobInfo("4242", "x", "slurm")) | {"state": "CANCELLED"}}}
+        (planted / f"queue-{cache_key('slurm', '')}.json").write_text(json.dumps(answer))
+        for path in (planted, *planted.iterdir()):
+            os.chown(path, 65534, 65534)
+        planted.chmod(0o777)
+        env |= {"TMPDIR": str(tmp), "XDG_RUNTIME_DIR": ""}
+    else:  # after su or sudo -u: the runtime dir of someone else
+        env |= {"XDG_RUNTIME_DIR": "/proc/self"}
+    res = run_cli("status", "4242", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["state"] == "RUNNING"  # what the controller says, not the planted answer
+    assert res.stderr.count("warning:") == 1 and "without the shared cache" in res.stderr, res.stderr
+    if where == "planted by another user":
+        assert sorted(p.name for p in planted.iterdir()) == [f"queue-{cache_key('slurm', '')}.json"]  # nothing added
