@@ -247,3 +247,46 @@ def test_the_queue_cache_is_used_only_when_it_is_private(tmp_path: Path, where: 
     assert res.stderr.count("warning:") == 1 and "without the shared cache" in res.stderr, res.stderr
     if where == "planted by another user":
         assert sorted(p.name for p in planted.iterdir()) == [f"queue-{cache_key('slurm', '')}.json"]  # nothing added
+
+
+def run_batch_script(tmp_path: Path, job_id: str) -> subprocess.CompletedProcess[str]:
+    """The rendered batch script, run by bash as Slurm runs it (its supervisor is /bin/echo here)."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\npython: /bin/echo\noutput_dir: {tmp_path / 'out'}\n")
+    script = tmp_path / "job.sh"
+    script.write_text(run_cli("render", str(spec), env={"XDG_STATE_HOME": str(tmp_path / "state")}).stdout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | {"SLURM_JOB_ID": job_id}
+    return subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("planted", ["a directory of uid 65534, mode 777", "a symlink to a directory of mine"])
+def test_a_job_directory_made_first_by_someone_else_is_never_used(tmp_path: Path, planted: str) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o1777)  # a shared output directory
+    job_dir = out / "5000"  # job ids are predictable: the next one, made in advance
+    if planted.startswith("a directory"):
+        job_dir.mkdir()
+        os.chown(job_dir, 65534, 65534)
+        job_dir.chmod(0o777)
+    else:
+        elsewhere = tmp_path / "mine"
+        elsewhere.mkdir(mode=0o700)
+        job_dir.symlink_to(elsewhere)
+    res = run_batch_script(tmp_path, "5000")
+    assert res.returncode == 1 and "is not a private directory of uid" in res.stderr, res.stderr
+    assert list((job_dir if planted.startswith("a directory") else tmp_path / "mine").iterdir()) == []  # no plan
+
+
+def test_a_job_directory_is_made_private_and_an_earlier_jobs_own_is_kept(tmp_path: Path) -> None:
+    first = run_batch_script(tmp_path, "5001")
+    job_dir = tmp_path / "out" / "5001"
+    assert first.returncode == 0 and "-m ti_slurm.job supervise" in first.stdout, first.stderr
+    assert (job_dir.stat().st_mode & 0o777, (job_dir / "plan.json").stat().st_mode & 0o077) == (0o700, 0)
+    (job_dir / "status.jsonl").write_text("an earlier job's record\n")
+    (job_dir / "plan.json").write_text('{"comment": "ti-slurm:0123456789abcdef"}\n')  # another submission's
+    again = run_batch_script(tmp_path, "5001")  # a later job that got the same id (an id reset)
+    assert again.returncode == 0, again.stderr
+    earlier = [p for p in (tmp_path / "out").iterdir() if p.name.startswith("5001.earlier.")]
+    assert len(earlier) == 1 and (earlier[0] / "status.jsonl").read_text() == "an earlier job's record\n"
+    assert not (job_dir / "status.jsonl").exists()

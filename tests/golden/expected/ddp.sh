@@ -18,12 +18,18 @@
 set -euo pipefail
 mkdir -p -- /scratch/jobs
 job_dir=$(cd -- /scratch/jobs && pwd -P)/"${SLURM_JOB_ID}"  # absolute: the command may cd away
-if [ -e "$job_dir/plan.json" ] && ! grep -qF -- '"submission":""' "$job_dir/plan.json"; then
+private() { [ ! -L "$1" ] && [ -d "$1" ] && [ "$(stat -c '%u %a' -- "$1")" = "$(id -u) 700" ]; }
+if private "$job_dir" && ! grep -qsF -- '"submission":""' "$job_dir/plan.json"; then
   mv -- "$job_dir" "$job_dir.earlier.$(date +%s)"  # a reused job id: keep the earlier job's record and logs
 fi
-[ -d "$job_dir" ] || mkdir -m 700 -- "$job_dir"  # the plan may hold secrets (the spec's env)
-cat > "$job_dir/plan.json" <<'TI_SLURM_PLAN'
+[ -e "$job_dir" ] || [ -L "$job_dir" ] || mkdir -m 700 -- "$job_dir"  # the plan may hold secrets (the spec's env)
+if ! private "$job_dir"; then  # made by someone else (job ids are predictable): never read or written by this job
+  echo "ti-slurm: $job_dir exists but is not a private directory of uid $(id -u) (made by someone else?): not used" >&2
+  exit 1
+fi
+(umask 077 && cat > "$job_dir/plan.json.tmp.$$") <<'TI_SLURM_PLAN'
 {"account":"ml","checkpoint_dir":"","checkpoint_signal":"","command":"python train.py --epochs 1","components":[{"command":"","container":null,"cpus_per_node":4,"gpus_per_node":8,"mem":"16G","name":"ddp","nodes":2,"partition":"debug"}],"env":{"FOO":"bar"},"master_port":null,"mode":"ddp","name":"demo","nccl_overrides":{},"output_dir":"/scratch/jobs","partition":"debug","port_range":[61000,65535],"preflight":true,"preflight_allreduce":false,"python":"/opt/ti-slurm/bin/python","qos":"normal","rdma":"auto","rdma_min_gpus_per_node":8,"rdma_min_nodes":2,"rdma_partitions":["rdma"],"rendezvous_timeout":300,"restart_max":0,"restart_on":[],"sbatch":{"constraint":"a100&ib","exclusive":true},"signal_before":0,"stop_grace":10,"submission":"","sysfs_root":"/sys","time":"1:00:00","version":1,"watchdog_silence":0,"workdir":"/home/u/proj"}
 TI_SLURM_PLAN
+mv -f -- "$job_dir/plan.json.tmp.$$" "$job_dir/plan.json"
 cd -- /home/u/proj
 exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"
