@@ -94,19 +94,26 @@ def plan_job(
     ``python3``, and the cluster's own site config applies on the cluster side.
     """
     if remote:
-        base = spec.remote.workdir if spec.remote and spec.remote.workdir else None
-        updates = {
-            "output_dir": os.path.join(base, spec.output_dir) if base else spec.output_dir,
-            "workdir": os.path.join(base, spec.workdir) if base and spec.workdir else spec.workdir or base,
-        }
+        base = _remote_path(spec.remote.workdir, None) if spec.remote else None
+        updates = {"output_dir": _remote_path(spec.output_dir, base), "workdir": _remote_path(spec.workdir, base)}
         python = spec.python or python or "python3"
         site = SiteConfig()
     else:
-        workdir = os.path.abspath(spec.workdir or os.getcwd())
-        updates = {"output_dir": os.path.abspath(spec.output_dir), "workdir": workdir}
+        workdir = os.path.abspath(os.path.expanduser(spec.workdir or os.getcwd()))
+        updates = {"output_dir": os.path.abspath(os.path.expanduser(spec.output_dir)), "workdir": workdir}
         if not os.path.isdir(workdir):
             raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
         site = site or load_site_config()
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)
     return plan
+
+
+def _remote_path(path: str | None, base: str | None) -> str | None:
+    """Where a spec's path is on the login node: ``~/x`` in the login's home (so is a relative path without
+    ``remote.workdir``), any other relative path in ``base`` (``remote.workdir``)."""
+    if path is None:
+        return base
+    if path == "~" or path.startswith("~/"):
+        return path[2:] or "."
+    return os.path.join(base, path) if base else path

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
@@ -31,8 +31,8 @@ ROLE_FIELDS = ("ps", "worker", "head", "worker_groups")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLURM_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # partition, account, qos
-_MEM = re.compile(r"\d+[KMGT]?")
-_TIME = re.compile(r"(\d+-)?\d+(:\d+){0,2}|\d+-\d+|UNLIMITED|INFINITE")
+_MEM = re.compile(r"[0-9]+[KMGT]?")  # ASCII digits: Python's \d takes '٥', which sbatch does not
+_TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+|UNLIMITED|INFINITE")
 _SBATCH_OPTION = re.compile(r"[a-z][a-z0-9-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MOUNT_UNSAFE = re.compile(r"[\s:\x00-\x1f\x7f]")  # enroot's --mount splits on ':' and then on spaces
@@ -62,8 +62,29 @@ def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
     return value
 
 
+# variables ti-slurm sets on every node (the platforms' contract): an `env:` entry would be silently overridden
+CONTRACT_VARIABLES = frozenset(
+    (
+        "MASTER_ADDR MASTER_PORT WORLD_SIZE RANK NODE_LIST INDEX GPU_NUM GPU_NUM_PER_NODE NODE_IP_SLOT_LIST "
+        "TF_CONFIG HEAD_ADDR HEAD_PORT RAY_ADDRESS"
+    ).split()
+)
+CONTRACT_PREFIXES = ("SLURM_", "TI_SLURM_")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, v: object, info: ValidationInfo) -> object:
+        """``nodes: true`` is not 1: a true/false where the field takes no true/false is refused."""
+        if isinstance(v, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = {annotation, *get_args(annotation)}
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError("expected a number, not true/false")
+        return v
 
 
 CONTAINER_RUNTIMES = ("pyxis", "oci")
@@ -284,6 +305,8 @@ class JobSpec(_Strict):
         for key, value in v.items():
             if not _ENV_NAME.fullmatch(key):
                 raise ValueError(f"{key!r} is not an environment variable name")
+            if key in CONTRACT_VARIABLES or key.startswith(CONTRACT_PREFIXES):
+                raise ValueError(f"{key} is set by ti-slurm on every node (the platform's contract and Slurm's own)")
             if "\x00" in value:
                 raise ValueError(f"the value of {key} holds a NUL byte")
         return v

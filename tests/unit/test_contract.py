@@ -187,9 +187,10 @@ def test_other_partitions_and_rdma_off_get_none() -> None:
 
 
 def test_user_values_win_over_rdma_defaults_but_not_over_the_contract() -> None:
-    plan = plan_of({"mode": "ddp", "nodes": 2, "rdma": "on", "env": {"NCCL_DEBUG": "WARN", "RANK": "99"}})
+    plan = plan_of({"mode": "ddp", "nodes": 2, "rdma": "on", "env": {"NCCL_DEBUG": "WARN"}})
     c = node_contract(plan, single("gpu[001-002]", 1), 0, "/jd")
-    env = apply(c, {"NCCL_SOCKET_IFNAME": "ib0", "PATH": "/bin"}, plan.env)
+    # a RANK exported in the submitting shell (the spec's env refuses one)
+    env = apply(c, {"NCCL_SOCKET_IFNAME": "ib0", "PATH": "/bin", "RANK": "99"}, plan.env)
     assert env["NCCL_DEBUG"] == "WARN"  # the user's spec
     assert env["NCCL_SOCKET_IFNAME"] == "ib0"  # the user's environment
     assert env["NCCL_IB_HCA"] == "mlx5_bond"

@@ -193,6 +193,12 @@ def test_bad_specs_name_the_field(doc: object, field: str) -> None:
         ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {outp: /tmp/x}\n", "sbatch reads as --output"),
         ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {arr: 1-1000}\n", "sbatch reads as --array"),
         ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {jo: x}\n", "sbatch reads as --job-name"),
+        ("mode: ddp\ncommand: x\nnodes: 2\ntime: '٥'\n", "time: '٥': expected a Slurm time limit"),  # an Arabic 5
+        ("mode: ddp\ncommand: x\nnodes: 2\nmem: ٥G\n", "mem: '٥G': expected a Slurm memory size"),
+        ("mode: ddp\ncommand: x\nnodes: true\n", "nodes: True: expected a number, not true/false"),
+        ("mode: ddp\ncommand: x\nnodes: 2\ngpus_per_node: false\n", "gpus_per_node: False: expected a number"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {RANK: 3}\n", "RANK is set by ti-slurm on every node"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {SLURM_JOB_ID: 3}\n", "SLURM_JOB_ID is set by ti-slurm"),
     ],
 )
 def test_cli_prints_one_line_and_exits_2(write_spec, text: str, needle: str) -> None:
@@ -229,3 +235,22 @@ def test_pyslurm_backend_refuses_with_the_reason_where_it_does_not_fit(monkeypat
         "backend: 'pyslurm': pyslurm is not installed (pip install pyslurm==<the cluster's Slurm version>); "
         "use --backend slurm (the Slurm commands) instead"
     )
+
+
+def test_an_output_dir_from_home_is_the_users_home(write_spec, tmp_path: Path) -> None:
+    path = write_spec("mode: ddp\ncommand: x\nnodes: 1\noutput_dir: ~/jobs\n")
+    res = run_cli("render", str(path), env={"HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert f'"output_dir":"{tmp_path}/jobs"' in res.stdout
+
+
+def test_remote_paths_from_home_are_relative_to_the_logins_home(write_spec) -> None:
+    from ti_slurm.planning import plan_job
+
+    # a bare ~ is YAML's null: quoted, it is the home
+    spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\noutput_dir: ~/jobs\nworkdir: '~'\n"))
+    plan = plan_job(spec, remote=True)
+    assert (plan.output_dir, plan.workdir) == ("jobs", ".")
+    spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\nworkdir: code\nremote: {host: l, workdir: ~/p}\n"))
+    plan = plan_job(spec, remote=True)
+    assert (plan.output_dir, plan.workdir) == ("p/ti-slurm-jobs", "p/code")
