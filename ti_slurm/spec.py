@@ -23,6 +23,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ti_slurm.errors import SpecError
+from ti_slurm.job.contract import MAX_ENV_STRING
 from ti_slurm.job.modes import get_mode, mode_names
 
 # the spec fields that give a role its own resources, in any mode (each mode takes some of them)
@@ -70,6 +71,7 @@ CONTRACT_VARIABLES = frozenset(
     ).split()
 )
 CONTRACT_PREFIXES = ("SLURM_", "TI_SLURM_")
+MAX_SPEC_ENV = 1 << 20  # bytes of `env:` in all: half of Linux's usual ARG_MAX (2 MiB), the rest for everything else
 
 
 class _Strict(BaseModel):
@@ -273,6 +275,8 @@ class JobSpec(_Strict):
     def _command(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("the start command is empty")
+        if len(v.encode()) >= MAX_ENV_STRING:  # it is one argument of bash -c
+            raise ValueError(f"longer than Linux's {MAX_ENV_STRING}-byte limit for one argument; put it in a script")
         return _reject_control("command", v, allow_newline=True)
 
     @field_validator("mem")
@@ -309,6 +313,15 @@ class JobSpec(_Strict):
                 raise ValueError(f"{key} is set by ti-slurm on every node (the platform's contract and Slurm's own)")
             if "\x00" in value:
                 raise ValueError(f"the value of {key} holds a NUL byte")
+            if len(key.encode()) + len(value.encode()) + 2 > MAX_ENV_STRING:
+                why = f"{key} is over Linux's {MAX_ENV_STRING}-byte limit for one variable (E2BIG at exec)"
+                raise SpecError(f"env.{key}", value, why)
+        total = sum(len(key.encode()) + len(value.encode()) + 2 for key, value in v.items())
+        if total > MAX_SPEC_ENV:
+            raise ValueError(
+                f"{total} bytes in all, over the {MAX_SPEC_ENV} a node's command can be given beside the contract "
+                "and Slurm's own variables (Linux's ARG_MAX); pass large values in a file"
+            )
         return v
 
     @field_validator("sbatch")
@@ -324,6 +337,14 @@ class JobSpec(_Strict):
                 raise ValueError(f"--{key} is what sbatch reads as --{shortened[0]}, which ti-slurm sets from the spec")
             if isinstance(value, str):
                 _reject_control(f"sbatch.{key}", value)
+            if key in ("exclude", "nodelist"):  # a restarted job adds the nodes it lost to its own exclude
+                from ti_slurm.errors import HostlistError
+                from ti_slurm.job.hostlist import expand
+
+                try:
+                    expand(str(value))
+                except HostlistError as exc:  # raised as SpecError (not ValueError): the message names the key
+                    raise SpecError(f"sbatch.{key}", value, str(exc)) from None
         return v
 
     @model_validator(mode="after")

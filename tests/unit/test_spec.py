@@ -199,6 +199,7 @@ def test_bad_specs_name_the_field(doc: object, field: str) -> None:
         ("mode: ddp\ncommand: x\nnodes: 2\ngpus_per_node: false\n", "gpus_per_node: False: expected a number"),
         ("mode: ddp\ncommand: x\nnodes: 2\nenv: {RANK: 3}\n", "RANK is set by ti-slurm on every node"),
         ("mode: ddp\ncommand: x\nnodes: 2\nenv: {SLURM_JOB_ID: 3}\n", "SLURM_JOB_ID is set by ti-slurm"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {exclude: 'node[3-1]'}\n", "sbatch.exclude: 'node[3-1]': bad"),
     ],
 )
 def test_cli_prints_one_line_and_exits_2(write_spec, text: str, needle: str) -> None:
@@ -254,3 +255,24 @@ def test_remote_paths_from_home_are_relative_to_the_logins_home(write_spec) -> N
     spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\nworkdir: code\nremote: {host: l, workdir: ~/p}\n"))
     plan = plan_job(spec, remote=True)
     assert (plan.output_dir, plan.workdir) == ("p/ti-slurm-jobs", "p/code")
+
+
+BIG = "x" * 140000
+TOO_BIG = [  # values the kernel cannot pass to a node's command (E2BIG at exec): refused at submit
+    ("env: {A: '" + BIG + "'}\n", "env.A", "A is over Linux's 131072-byte limit"),
+    ("env: {" + ", ".join(f"A{i}: '{'x' * 100000}'" for i in range(30)) + "}\n", "env", "in all, over the 1048576"),
+]
+
+
+@pytest.mark.parametrize("text,field,needle", TOO_BIG, ids=["one variable", "thirty variables"])
+def test_what_the_kernel_cannot_pass_is_refused_at_submit(write_spec, text: str, field: str, needle: str) -> None:
+    path = write_spec("mode: ddp\ncommand: x\nnodes: 2\n" + text)
+    res = run_cli("render", str(path))
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"ti-slurm: error: {field}: ") and needle in res.stderr, res.stderr[:300]
+
+
+def test_a_command_longer_than_one_argument_may_be_is_refused(write_spec) -> None:
+    res = run_cli("render", str(write_spec(f"mode: ddp\nnodes: 2\ncommand: '{BIG}'\n")))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "command: " in res.stderr and "longer than Linux's 131072-byte limit for one argument" in res.stderr
