@@ -290,3 +290,13 @@ def test_a_job_directory_is_made_private_and_an_earlier_jobs_own_is_kept(tmp_pat
     earlier = [p for p in (tmp_path / "out").iterdir() if p.name.startswith("5001.earlier.")]
     assert len(earlier) == 1 and (earlier[0] / "status.jsonl").read_text() == "an earlier job's record\n"
     assert not (job_dir / "status.jsonl").exists()
+
+
+@pytest.mark.parametrize("output_dir", ["/proc/self", "/sys/kernel"])
+def test_an_output_dir_that_cannot_hold_a_job_directory_is_one_line(tmp_path: Path, output_dir: str) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {output_dir}\n")
+    res = run_cli("submit", "--local", str(spec), env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    assert res.stderr.startswith(f"ti-slurm: error: output_dir: '{output_dir}': cannot hold a job directory")
+    assert res.stderr.count("\n") == 1

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
-from ti_slurm.errors import SubmissionError
+from ti_slurm.errors import SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
@@ -41,6 +41,8 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
             os.mkdir(JobPaths.of(output_dir, f"local-{number}").root, 0o700)
         except FileExistsError:
             continue
+        except OSError as exc:  # /proc/self, /sys/kernel, another user's 0755 directory
+            raise SpecError("output_dir", output_dir, f"cannot hold a job directory: {exc.strerror}") from None
         return number
     lo, hi = plan.port_range
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
