@@ -76,10 +76,14 @@ def log(site: SiteConfig, message: str) -> None:
         except OSError:
             fd = -1
         if fd >= 0:
-            with os.fdopen(fd, "a") as fh:
+            try:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
-                    fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+                    os.write(fd, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n".encode())
                     return
+            except OSError:
+                pass  # a full /var/log: to syslog, and the hook goes on (a failing hook drains the node)
+            finally:
+                os.close(fd)
     syslog.syslog(syslog.LOG_NOTICE, line)
 
 
@@ -217,17 +221,21 @@ def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
 
 def run_hook(name: str) -> int:
     """Entry point: never a traceback, exit 0 unless the node must drain."""
+    timeout = [SiteConfig().hook_timeout]  # until the site config says otherwise: reading it is bounded too
+
+    def out_of_time(signum: int, frame: object) -> None:
+        raise HookError(f"timed out after {timeout[0]}s")
+
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(timeout[0])
     try:
         site = load_site_config()
     except Exception as exc:
         syslog.syslog(syslog.LOG_ERR, f"ti-slurm {name}: site config: {exc}")
+        signal.alarm(0)
         return 0
-
-    def out_of_time(signum: int, frame: object) -> None:
-        raise HookError(f"timed out after {site.hook_timeout}s")
-
-    signal.signal(signal.SIGALRM, out_of_time)
-    signal.alarm(max(1, int(site.hook_timeout)))
+    timeout[0] = max(1, int(site.hook_timeout))
+    signal.alarm(timeout[0])
     try:
         return (prolog if name == "prolog" else epilog)(os.environ, site)
     except DrainNode:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_PATH = "/etc/ti-slurm/config.toml"
+MAX_CONFIG_BYTES = 1 << 20  # a site config is a few hundred bytes
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*|\*")
 _DEVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -80,10 +81,15 @@ def load_site_config(path: str | None = None) -> SiteConfig:
         if explicit:
             raise ConfigError("site config", str(p), "no such file")
         return SiteConfig()
+    import stat
     import tomllib  # only when there is a file: this runs in every job step
 
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang a job step or a Prolog
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError("site config", str(p), "not a regular file")
+            data = tomllib.loads(fh.read(MAX_CONFIG_BYTES + 1)[:MAX_CONFIG_BYTES].decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError("site config", str(p), f"cannot read: {exc}") from None
     return parse_site_config(data, str(p))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import subprocess
@@ -180,3 +181,29 @@ def test_the_hooks_use_the_scontrol_beside_the_slurm_daemon_that_runs_them(tmp_p
     # no Slurm daemon above (an admin runs the hook by hand): Debian's
     fake_proc(tmp_path / "proc2", [(50, "/bin/bash"), (20, "/usr/bin/sshd")])
     assert scontrol_path(50, str(tmp_path / "proc2")) == SCONTROL
+
+
+def test_a_full_filesystem_under_the_log_file_neither_fails_nor_drains(tmp_path: Path) -> None:
+    full = tmp_path / "varlog"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=False).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        with open(full / "filler", "wb") as fh:  # /var/log is full
+            with contextlib.suppress(OSError):
+                fh.write(b"x" * 65536)
+        config = f'log_file = "{full / "hooks.log"}"\n'
+        for hook in ("prolog", "epilog"):
+            res = run_hook(hook, tmp_path, {"SLURM_JOB_ID": "4243"}, extra_config=config)
+            assert (res.returncode, res.stderr) == (0, ""), res.stderr  # exit 1 would drain the node
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+
+
+def test_a_site_config_that_is_a_fifo_does_not_hang_the_hooks(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    env = {"PATH": "/usr/bin:/bin", "TI_SLURM_CONFIG": str(fifo), "SLURM_JOB_USER": "nobody", "SLURM_JOB_ID": "4244"}
+    for hook in ("prolog", "epilog"):
+        res = subprocess.run([str(BIN / f"ti-slurm-{hook}")], env=env, capture_output=True, text=True, timeout=20)
+        assert (res.returncode, res.stderr) == (0, "")
