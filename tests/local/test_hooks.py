@@ -189,9 +189,8 @@ def test_a_full_filesystem_under_the_log_file_neither_fails_nor_drains(tmp_path:
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=False).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
-        with open(full / "filler", "wb") as fh:  # /var/log is full
-            with contextlib.suppress(OSError):
-                fh.write(b"x" * 65536)
+        with contextlib.suppress(OSError), open(full / "filler", "wb") as fh:  # /var/log is full
+            fh.write(b"x" * 65536)
         config = f'log_file = "{full / "hooks.log"}"\n'
         for hook in ("prolog", "epilog"):
             res = run_hook(hook, tmp_path, {"SLURM_JOB_ID": "4243"}, extra_config=config)
