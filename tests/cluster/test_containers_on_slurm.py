@@ -118,6 +118,7 @@ def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp
     assert logs.count("checkpoint dir") == 2
 
 
+@pytest.mark.whole_cluster  # times its job
 def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
     """Ray's head, workers and driver all run the image's ray (this machine's is not on the image's PATH)."""
     for name in ("job.py", "rank.py"):
@@ -171,6 +172,7 @@ def test_a_bad_mount_fails_the_job_naming_the_node(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.whole_cluster  # a fault on node02
 def test_a_node_without_the_runtime_fails_the_job_naming_it(tmp_path: Path) -> None:
     fault = FAULTS / "fault-node02"  # node02's tasks find no enroot (it is in /usr/local/bin)
     fault.write_text("export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n")

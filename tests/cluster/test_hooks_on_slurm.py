@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import fake_sysfs, processes_matching, slurm_conf, wait_until_gone
 
-pytestmark = pytest.mark.usefixtures("cluster")
+pytestmark = [pytest.mark.usefixtures("cluster"), pytest.mark.whole_cluster]  # the site config, drained nodes
 JOBS = Path("/var/lib/ti-slurm/jobs")
 HOOK_LOG = Path("/var/log/ti-slurm-hooks.log")
 SITE = Path("/etc/ti-slurm/config.toml")

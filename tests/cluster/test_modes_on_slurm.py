@@ -80,6 +80,7 @@ def test_ddp_master_that_prepares_data_first_still_trains(ddp_dir: Path) -> None
     assert job.logs().count("in_sync=True") == 2
 
 
+@pytest.mark.whole_cluster  # times its job
 @pytest.mark.parametrize("command", ["echo rank=$RANK", "env | grep -c ^MASTER_"], ids=["echo", "env-dump"])
 def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, command: str) -> None:
     started = time.monotonic()
@@ -88,6 +89,7 @@ def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, c
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.whole_cluster  # times its job
 def test_a_ddp_worker_fails_fast_while_the_master_still_runs(tmp_path: Path) -> None:
     marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
     started = time.monotonic()
@@ -145,6 +147,7 @@ def site_config(tmp_path: Path) -> dict[str, str]:
     return {"TI_SLURM_CONFIG": str(path)}
 
 
+@pytest.mark.whole_cluster  # times its job
 @pytest.mark.parametrize(
     "partition,gpus,expected",
     [("rdma", 8, RDMA_ENV), ("debug", 8, {}), ("rdma", 2, {})],
@@ -183,6 +186,7 @@ def test_preflight_fails_an_rdma_job_whose_hca_port_is_down_naming_the_node(
     )
 
 
+@pytest.mark.whole_cluster  # holds a port on node03
 def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> None:
     holder = subprocess.Popen(  # another program holds the port on the node the master lands on
         ["nsenter", "--net=/run/netns/tis-node03", sys.executable, "-c",
@@ -203,6 +207,7 @@ def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> Non
 FAULTS = Path("/run/ti-slurm-cluster")  # the test cluster's fault injection (ci/slurm-cluster/up)
 
 
+@pytest.mark.whole_cluster  # changes node04's /etc/hosts
 def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: Path) -> None:
     hosts = FAULTS / "hosts-node04"  # node04's own /etc/hosts (bind-mounted: edit it in place)
     saved = hosts.read_text()
@@ -222,6 +227,7 @@ def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: P
         hosts.write_text(saved)
 
 
+@pytest.mark.whole_cluster  # a fault on node02
 def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path) -> None:
     fault = FAULTS / "fault-node02"  # every task on node02 sees one GPU of the two the job asked for
     fault.write_text("export CUDA_VISIBLE_DEVICES=0\n")
@@ -353,6 +359,7 @@ def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> 
     assert status["state"] == "FAILED" and "without a final record" in str(status["reason"])
 
 
+@pytest.mark.whole_cluster  # a fault on node02
 def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Path) -> None:
     fault = FAULTS / "fault-node02"  # node02's gloo looks for an interface it does not have
     fault.write_text("export GLOO_SOCKET_IFNAME=nosuch0\n")

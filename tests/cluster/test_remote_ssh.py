@@ -9,6 +9,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -123,6 +124,25 @@ def test_a_job_python_without_ti_slurm_on_the_login_is_refused_before_submitting
         assert "set the spec's python:" in err and err.endswith("(nothing was submitted)")
     assert not out.exists()
     assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_job_that_fails_before_its_record_shows_why_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    python = tmp_path / "python3"  # fine on the login node; in the job, a module system that is not loaded
+    python.write_text(
+        '#!/bin/sh\nif [ -n "$SLURM_JOB_ID" ]; then\n  echo "module: python/3.11 is not loaded on this node" >&2; exit 1\nfi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\npython: {python}\noutput_dir: {tmp_path / 'out'}\n")
+    res = cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config), "--wait")
+    assert res.returncode == 1, res.stderr
+    job = res.stdout.split()[0]
+    assert f"its batch output: {tmp_path / 'out'}/slurm-{job}.out" in res.stderr
+    assert "  | module: python/3.11 is not loaded on this node\n" in res.stderr, res.stderr
+    shown = cli(tmp_path, "status", job, "--ssh-config", str(config))
+    assert shown.returncode == 0 and "  | module: python/3.11 is not loaded on this node" in shown.stdout
 
 
 def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:

@@ -24,7 +24,8 @@ from tests.conftest import api_spec, processes_matching, run_cli
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
-pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
+# alone on the cluster: preemption of every lowprio node, a killed node, a frozen filesystem, timed jobs
+pytestmark = [pytest.mark.usefixtures("cluster", "own_registry"), pytest.mark.whole_cluster]
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "ci" / "slurm-cluster"
 SEED_DDP = (
