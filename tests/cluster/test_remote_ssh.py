@@ -130,7 +130,8 @@ def test_a_job_that_fails_before_its_record_shows_why_over_ssh(tmp_path: Path, s
     config = ssh_config(tmp_path, sshd)
     python = tmp_path / "python3"  # fine on the login node; in the job, a module system that is not loaded
     python.write_text(
-        '#!/bin/sh\nif [ -n "$SLURM_JOB_ID" ]; then\n  echo "module: python/3.11 is not loaded on this node" >&2; exit 1\nfi\n'
+        '#!/bin/sh\nif [ -n "$SLURM_JOB_ID" ]; then\n'
+        '  echo "module: python/3.11 is not loaded on this node" >&2; exit 1\nfi\n'
         f'exec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
