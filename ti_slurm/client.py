@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 """A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
 
+TAIL_BYTES = 64 * 1024  # what a failure's last lines are read from
 RECORD_POLL_MAX = 1.0  # seconds between reads of a followed job's own record, at most (no controller call)
 
 
@@ -463,10 +464,15 @@ class Job:
         the cause, say a Python without ti-slurm or a full disk, is there)."""
         paths = JobPaths(self.job_dir)
         path = paths.supervisor_log if self.backend.name == "local" else paths.batch_output
-        text = self.backend.read_text(path)
-        if text:
-            status.batch_output, status.batch_tail = path, text.splitlines()[-lines:]
+        tail = self.last_lines(path, lines)
+        if tail:
+            status.batch_output, status.batch_tail = path, tail
             status.reason += f"; its batch output: {path}"
+
+    def last_lines(self, path: str, lines: int) -> list[str]:
+        """The last ``lines`` lines of a job file, from its last bytes only (a log may be gigabytes)."""
+        data = self.backend.read_tail(path, TAIL_BYTES)
+        return data.decode(errors="replace").splitlines()[-lines:] if data else []
 
     def failure_tail(self, status: JobStatus, lines: int = 20) -> str:
         """The last lines of the failed node's log (or, when no node failed, of the batch script's output),
@@ -478,10 +484,9 @@ class Job:
         if comp is None or index is None or not status.job_dir:
             return ""
         label = node_label(comp, index)
-        text = self.backend.read_text(JobPaths(status.job_dir).node_log(comp, index))
-        if not text:
+        tail = self.last_lines(JobPaths(status.job_dir).node_log(comp, index), lines)
+        if not tail:
             return ""
-        tail = text.splitlines()[-lines:]
         everything = f"ti-slurm logs {status.job_id} --node {label}"
         head = f"ti-slurm: last {len(tail)} lines of {label}.log (all of it: {everything}):\n"
         return head + "".join(f"  | {line}\n" for line in tail)

@@ -346,3 +346,40 @@ def test_a_yaml_spec_typed_as_the_readme_prints_it_runs_as_meant(tmp_path: Path)
     logs = [p.read_text() for p in sorted((job_dir(tmp_path, res) / "logs").glob("*.log"))]
     assert len(logs) == 2
     assert all("threads=4 ver=1.10 debug=yes rdma=none" in log for log in logs), logs
+
+
+def test_a_failed_node_with_a_large_log_shows_its_last_lines_read_from_the_end(tmp_path: Path) -> None:
+    from ti_slurm.backends.local import LocalBackend
+    from ti_slurm.client import TAIL_BYTES
+
+    # node 1 writes 30 MB in two long lines, then its last words
+    command = (
+        "if [ $INDEX = 1 ]; then head -c 10000000 /dev/zero | tr '\\\\0' y; echo;"
+        " head -c 20000000 /dev/zero | tr '\\\\0' z; echo; echo last words; exit 3; fi"
+    )
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, f'mode: mpi\nnodes: 2\ncommand: "{command}"')),
+                  env={"XDG_STATE_HOME": str(tmp_path)})  # fmt: skip
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert res.stderr.endswith("  | last words\n") and len(res.stderr) < TAIL_BYTES + 2000, res.stderr[-300:]
+    asked: list[int] = []
+
+    class Counting(LocalBackend):  # what the tail reads, by the backend's own door
+        def read_tail(self, path: str, size: int) -> bytes | None:
+            asked.append(size)
+            return super().read_tail(path, size)
+
+        def read_text(self, path: str) -> str | None:
+            assert not path.endswith(".log"), "a whole log was read"
+            return super().read_text(path)
+
+    import ti_slurm
+    from ti_slurm.client import Job
+
+    os.environ["XDG_STATE_HOME"] = str(tmp_path)
+    try:
+        job = ti_slurm.get_job(res.stdout.split()[0])
+        counted = Job(job.info, Counting())
+        assert counted.failure_tail(counted.status()).endswith("  | last words\n")
+    finally:
+        del os.environ["XDG_STATE_HOME"]
+    assert asked == [TAIL_BYTES]

@@ -52,6 +52,10 @@ class Backend(Protocol):
         """A file of the job from byte ``offset`` on (following a log); ``None`` when absent."""
         ...
 
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        """At most the last ``size`` bytes of a job file (a failure's last lines: never the whole log)."""
+        ...
+
     def find_job_dir(self, job_id: str) -> str | None:
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
@@ -76,6 +80,18 @@ def read_local_bytes(path: str, offset: int = 0) -> bytes | None:
         with open(path, "rb") as fh:
             fh.seek(offset)
             return fh.read()
+    except OSError:
+        return None
+
+
+def read_local_tail(path: str, size: int) -> bytes | None:
+    """At most the last ``size`` bytes of a job file here, read from there on; ``None`` when absent."""
+    import os
+
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
+            return fh.read(size)
     except OSError:
         return None
 

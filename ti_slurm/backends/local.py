@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
+from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
 from ti_slurm.errors import SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
@@ -94,6 +94,9 @@ class LocalBackend:
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
         return read_local_bytes(path, offset)
+
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        return read_local_tail(path, size)
 
     def find_job_dir(self, job_id: str) -> str | None:
         return None  # a local job is known only from this account's registry

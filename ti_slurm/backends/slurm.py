@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_text
+from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
 from ti_slurm.errors import BackendError, SubmissionError
 from ti_slurm.job.paths import JobPaths
 from ti_slurm.job.plan import JobPlan
@@ -237,3 +237,6 @@ class SlurmBackend:
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
         return read_local_bytes(path, offset)
+
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        return read_local_tail(path, size)

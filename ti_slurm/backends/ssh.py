@@ -353,7 +353,13 @@ class SSHSession:
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
         """The bytes of ``path`` from ``offset`` on (``tail -c +N``: only what was appended travels)."""
-        argv = ["tail", "-c", f"+{offset + 1}", "--", path]
+        return self._tail(["tail", "-c", f"+{offset + 1}", "--", path])
+
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        """At most the last ``size`` bytes of ``path`` (``tail -c N``)."""
+        return self._tail(["tail", "-c", str(size), "--", path])
+
+    def _tail(self, argv: list[str]) -> bytes | None:
         code, out, _ = self.exchange(self.start(argv), argv, None)
         return out if code == 0 else None
 
@@ -552,6 +558,9 @@ class SSHBackend(SlurmBackend):
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
         return self.session.read_bytes(path, offset)
+
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        return self.session.read_tail(path, size)
 
 
 def sync_tree(session: SSHSession, local: str, remote: str, excludes: Sequence[str] = ()) -> int:
