@@ -13,8 +13,10 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.base import JobInfo, open_regular
 from ti_slurm.job.states import JobState
+
+MAX_RECORD = 1 << 16  # a job's record is a few hundred bytes
 
 
 def state_dir() -> Path:
@@ -36,7 +38,8 @@ def recall(job_id: str) -> JobInfo | None:
     """The record of job ``job_id``, or ``None``."""
     path = state_dir() / f"{job_id}.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(str(path)) as fh:  # a FIFO or a dangling link there is no record
+            data = json.loads(fh.read(MAX_RECORD).decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -54,9 +57,15 @@ def recall(job_id: str) -> JobInfo | None:
 def recall_all() -> list[JobInfo]:
     """Every recorded job, oldest first."""
     folder = state_dir()
+    dated = []
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            dated.append((path.lstat().st_mtime, path.stem))  # a dangling link is no record: recall says so
+        except OSError:
+            continue  # removed meanwhile
     out = []
-    for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []:
-        info = recall(path.stem)
+    for _, job_id in sorted(dated):
+        info = recall(job_id)
         if info is not None:
             out.append(info)
     return out

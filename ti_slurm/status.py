@@ -169,8 +169,35 @@ def _requeued_status(status: JobStatus, last: AttemptStatus, queued: JobInfo | N
 
 
 def own_events(job: JobInfo, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The events of this submission (an earlier job with the same id wrote the others)."""
-    return [ev for ev in events if ev.get("submission") == job.submission] if job.submission else events
+    """The well-formed events of this submission (an earlier job with the same id wrote the others)."""
+    return [ev for ev in events if well_formed(ev) and (not job.submission or ev.get("submission") == job.submission)]
+
+
+LATEST_TIME = 1e11  # seconds since 1970: the year 5138; later (or NaN, or negative) is no time an event has
+
+
+def well_formed(ev: dict[str, Any]) -> bool:
+    """An event whose fields have the shapes the supervisor writes (a hand-edited or damaged line is skipped,
+    as a line that is not an object is)."""
+    when, attempt, code, components = ev.get("time"), ev.get("attempt"), ev.get("exit_code"), ev.get("components")
+    return (
+        (when is None or (_a_number(when) and 0 <= when <= LATEST_TIME))
+        and (attempt is None or (_a_number(attempt) and isinstance(attempt, int) and attempt >= 0))
+        and (code is None or (_a_number(code) and isinstance(code, int)))
+        and (components is None or _list_of(components, dict))
+        and all(isinstance(c.get("name"), str) and _list_of(c.get("nodes"), str) for c in components or [])
+        and (ev.get("records") is None or _list_of(ev.get("records"), dict))
+        and (ev.get("lost_nodes") is None or _list_of(ev.get("lost_nodes"), str))
+        and isinstance(ev.get("failed", {}), dict)
+    )
+
+
+def _a_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _list_of(value: object, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(x, kind) for x in value)
 
 
 def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:

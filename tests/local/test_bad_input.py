@@ -300,3 +300,55 @@ def test_an_output_dir_that_cannot_hold_a_job_directory_is_one_line(tmp_path: Pa
     assert res.returncode == 2 and res.stdout == "", res.stderr
     assert res.stderr.startswith(f"ti-slurm: error: output_dir: '{output_dir}': cannot hold a job directory")
     assert res.stderr.count("\n") == 1
+
+
+WRONG_SHAPES = [
+    {"components": 5},
+    {"components": [{"name": 5, "nodes": ["n"]}]},
+    {"records": 5},
+    {"records": [1, 2]},
+    {"time": 1e300},
+    {"time": float("nan")},
+    {"time": -1e20},
+    {"attempt": True},
+    {"exit_code": "3"},
+    {"lost_nodes": "node01"},
+    {"failed": [1]},
+]
+
+
+@pytest.mark.parametrize("wrong", WRONG_SHAPES, ids=[json.dumps(w) for w in WRONG_SHAPES])
+def test_events_of_the_wrong_shape_are_skipped_by_status_logs_and_list(tmp_path: Path, wrong: dict) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**BASE, "output_dir": str(tmp_path / "out")}))
+    job = run_cli("submit", "--local", "--wait", str(path), cwd=tmp_path, env=env).stdout.split()[0]
+    status_file = tmp_path / "out" / job / "status.jsonl"
+    lines = status_file.read_text().splitlines()
+    damaged = [json.dumps({**json.loads(line), **wrong}) for line in lines]  # every event, damaged alike
+    status_file.write_text("\n".join([*lines, *damaged]) + "\n")  # after the good ones: they would win
+    for args in (["status", job], ["status", job, "--json"], ["logs", job], ["list"]):
+        res = run_cli(*args, env=env)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stderr[-500:])
+    assert json.loads(run_cli("status", job, "--json", env=env).stdout)["state"] == "COMPLETED"
+
+
+def test_fifos_and_dangling_links_neither_crash_nor_hang_status_logs_and_list(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**BASE, "output_dir": str(tmp_path / "out")}))
+    job = run_cli("submit", "--local", "--wait", str(path), cwd=tmp_path, env=env).stdout.split()[0]
+    jobs = tmp_path / "state" / "ti-slurm" / "jobs"
+    (jobs / "77.json").symlink_to(tmp_path / "nowhere.json")  # a registry entry that dangles
+    os.mkfifo(jobs / "78.json")  # a registry entry that is a FIFO
+    log = next((tmp_path / "out" / job / "logs").iterdir())
+    log.unlink()
+    os.mkfifo(log)  # a node's log that is a FIFO
+    for args in (["status", job], ["logs", job], ["list"]):
+        res = run_cli(*args, env=env, timeout=20)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stderr[-500:])
+    status = tmp_path / "out" / job / "status.jsonl"
+    status.unlink()
+    os.mkfifo(status)  # the job's record itself
+    res = run_cli("status", job, env=env, timeout=20)
+    assert "Traceback" not in res.stderr, res.stderr[-500:]

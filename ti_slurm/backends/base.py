@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.states import JobState
@@ -77,11 +77,23 @@ def make_output_dir(path: str) -> None:
 def read_local_bytes(path: str, offset: int = 0) -> bytes | None:
     """A job file here from byte ``offset`` on, reading nothing before it; ``None`` when absent."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(offset)
             return fh.read()
     except OSError:
         return None
+
+
+def open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (a FIFO put in its place must not hang a reader)."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def read_local_tail(path: str, size: int) -> bytes | None:
@@ -89,7 +101,7 @@ def read_local_tail(path: str, size: int) -> bytes | None:
     import os
 
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
             return fh.read(size)
     except OSError:
