@@ -201,6 +201,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     job = find_job(args)
+    status = job.status()
+    if status.state.is_terminal:
+        print(f"ti-slurm: job {job.id} had already ended: {status.state}", file=sys.stderr)
+        return 0
     job.cancel()
     print(f"ti-slurm: cancel requested for job {job.id}", file=sys.stderr)
     return 0

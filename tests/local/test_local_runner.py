@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -383,3 +384,25 @@ def test_a_failed_node_with_a_large_log_shows_its_last_lines_read_from_the_end(t
     finally:
         del os.environ["XDG_STATE_HOME"]
     assert asked == [TAIL_BYTES]
+
+
+def test_cancel_says_when_a_job_had_ended_and_when_it_cannot_be_reached(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    done = run_cli("submit", "--local", "--wait", str(spec(tmp_path, "mode: mpi\nnodes: 1\ncommand: 'true'")), env=env)
+    first = done.stdout.split()[0]
+    ended = run_cli("cancel", first, env=env)
+    assert (ended.returncode, ended.stderr) == (0, f"ti-slurm: job {first} had already ended: COMPLETED\n")
+    marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
+    running = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 1\ncommand: '{marker}'")), env=env)
+    job = running.stdout.split()[0]
+    deadline = time.monotonic() + 30
+    while no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pid = (job_dir(tmp_path, running) / "supervisor.pid").read_text().split()[0]
+    shutil.rmtree(job_dir(tmp_path, running))  # someone removed the running job's directory
+    try:
+        gone = run_cli("cancel", job, env=env)
+        assert gone.returncode == 1 and "its supervisor cannot be reached" in gone.stderr, gone.stderr
+        assert gone.stderr.count("\n") == 1 and not no_process_with(marker)  # it said so: nothing was stopped
+    finally:
+        os.kill(int(pid), signal.SIGTERM)

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
-from ti_slurm.errors import SpecError, SubmissionError
+from ti_slurm.errors import BackendError, SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
@@ -86,8 +86,12 @@ class LocalBackend:
 
     def cancel(self, job: JobInfo) -> None:
         pid = self._pid(job.job_dir)
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
+        if pid is None:  # its directory was removed, or its pid file damaged: say so, never "requested"
+            raise BackendError(
+                f"job {job.job_id}: its supervisor cannot be reached (no live process in "
+                f"{JobPaths(job.job_dir).supervisor_pid}); if it still runs, stop it by hand"
+            )
+        os.kill(pid, signal.SIGTERM)
 
     def read_text(self, path: str) -> str | None:
         return read_local_text(path)
