@@ -134,6 +134,7 @@ def submit(
     from ti_slurm.registry import remember
     from ti_slurm.script import render as render_plan
 
+    check_host(host)
     job_spec = load(spec)
     if host is None:
         host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
@@ -203,6 +204,7 @@ def get_job(
     from ti_slurm.registry import recall
 
     check_job_id(job_id)
+    check_host(host)
     info = recall(job_id)
     host = host or (info.host if info else "")
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
@@ -216,6 +218,12 @@ def get_job(
 
 
 JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?|local-\d+")  # a job, an array task, a het component, a local run
+
+
+def check_host(host: object) -> None:
+    """The API's ``host`` is a login node's name as text (``host=5`` would fail deep inside SSH)."""
+    if host is not None and not isinstance(host, str):
+        raise ConfigError("host", host, "expected a login node as text: host, user@host[:port] or an ssh alias")
 
 
 def check_job_id(job_id: object) -> None:
@@ -239,6 +247,7 @@ def jobs(
     """
     from ti_slurm.registry import recall_all
 
+    check_host(host)
     infos = [j for j in recall_all() if not host or j.host == host]
     out: list[JobStatus] = []
     for name, on_host in sorted({(j.backend, j.host) for j in infos}):
@@ -281,7 +290,7 @@ class _Follower:
     """
 
     def __init__(self, job: Job) -> None:
-        from ti_slurm.queue import FOLLOW_FIRST
+        from ti_slurm.queue import FOLLOW_FIRST, UserQueue
 
         self.job = job
         self.interval = FOLLOW_FIRST
@@ -291,6 +300,7 @@ class _Follower:
         self.queued: JobInfo | None = replace(job.info, reason="submitted")
         self.seen_running = False
         self.events_seen, self.changed_at = 0, time.monotonic()  # when the job's record last grew
+        self.asks_controller = isinstance(job.backend, UserQueue)  # else asking costs nothing: ask every time
 
     def status(self, ask_now: bool = False) -> JobStatus:
         from ti_slurm.queue import FOLLOW_MAX, RECORD_STALE, SHARED_MAX_AGE
@@ -303,9 +313,9 @@ class _Follower:
         now = time.monotonic()
         if len(events) != self.events_seen:
             self.events_seen, self.changed_at = len(events), now
-        if self.seen_running and now - self.changed_at < RECORD_STALE:
+        if self.seen_running and now - self.changed_at < RECORD_STALE and self.asks_controller:
             self.next_ask = max(self.next_ask, now)  # its supervisor says it is alive: the controller is not asked
-        elif ask_now or now >= self.next_ask:
+        elif ask_now or now >= self.next_ask or not self.asks_controller:  # a local job's "queue": a pid check
             max_age = SHARED_MAX_AGE if ask_now else self.interval
             self.queued = job.queue.states([job.info], max_age).get(job.id)
             self.next_ask, self.interval = now + self.interval, min(self.interval * 2, FOLLOW_MAX)
@@ -374,6 +384,8 @@ class Job:
         """
         from ti_slurm.status import progress_line
 
+        if timeout is not None and (not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0):
+            raise ConfigError("timeout", timeout, "expected seconds (a number, 0 or more), or None: until it ends")
         follower = _Follower(self)
         deadline = None if timeout is None else time.monotonic() + timeout
         delay, last = 0.2, ""

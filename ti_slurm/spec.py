@@ -393,8 +393,8 @@ class JobSpec(_Strict):
 
 
 def time_limit_seconds(text: str | None) -> int | None:
-    """A Slurm time limit in seconds (``None``: none given, or UNLIMITED)."""
-    if text is None or text.upper() in ("UNLIMITED", "INFINITE"):
+    """A Slurm time limit in seconds (``None``: none given, or UNLIMITED; so is 0, as sbatch reads it)."""
+    if text is None or text.upper() in ("UNLIMITED", "INFINITE") or text.strip("0:-") == "":
         return None
     days, _, rest = text.rpartition("-")
     parts = [int(p) for p in rest.split(":")]

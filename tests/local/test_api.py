@@ -172,3 +172,36 @@ def test_a_job_whose_backend_or_host_cannot_be_reached_does_not_hide_the_others(
     assert res.returncode == 0, res.stderr
     rows = {line.split()[0]: line for line in res.stdout.splitlines()[1:]}
     assert "COMPLETED" in rows[job.id] and "UNKNOWN" in rows["4343"] and "cannot reach" in rows["4343"]
+
+
+def test_api_misuse_is_one_clear_error(tmp_path: Path) -> None:
+    job = ti_slurm.submit(spec(tmp_path, mode="mpi", nodes=1, command="true"), backend="local")
+    for call in (
+        lambda: ti_slurm.get_job(job.id, host=5),  # type: ignore[arg-type]
+        lambda: ti_slurm.submit(spec(tmp_path, mode="mpi", nodes=1, command="true"), host=5),  # type: ignore[arg-type]
+        lambda: ti_slurm.jobs(host=["login"]),  # type: ignore[arg-type]
+        lambda: job.wait(timeout="x"),  # type: ignore[arg-type]
+        lambda: job.wait(timeout=-1),
+    ):
+        with pytest.raises(ti_slurm.ConfigError):
+            call()
+    assert job.wait(timeout=60).state is JobState.COMPLETED
+
+
+def test_wait_notices_at_once_that_a_local_jobs_supervisor_was_killed(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    marker = f"sleep 8{uuid.uuid4().int % 1000:03d}"
+    path = tmp_path / "job.yaml"
+    path.write_text(f"mode: mpi\nnodes: 1\ncommand: '{marker}'\noutput_dir: {tmp_path / 'out'}\n")
+    waiting = subprocess.Popen(["ti-slurm", "submit", "--local", "--wait", str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    job_id = waiting.stdout.readline().split()[0] if waiting.stdout else ""
+    deadline = time.monotonic() + 30
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pid = int((tmp_path / "out" / job_id / "supervisor.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)  # as the OOM killer does
+    _, err = waiting.communicate(timeout=30)  # not the 150 s a controller's silent job waits
+    assert waiting.returncode == 1 and "ended without a final record" in err, err

@@ -65,6 +65,8 @@ def test_an_output_dir_that_is_a_file_is_one_line(tmp_path: Path, where: str) ->
         (["env", "--mode", "ddp", "--gpus-per-node", "-5"], "--gpus-per-node: '-5'"),
         (["env", "--mode", "ddp", "--master-port", "99999999"], "--master-port: '99999999'"),
         (["env", "--mode", "ddp", "--rendezvous-timeout", "١"], "--rendezvous-timeout"),
+        (["status", "123", "--host", "a" * 300], "host: 'aaaa"),  # the resolver's UnicodeError before
+        (["status", "123", "--host", "n." + "b" * 70 + ".org"], "labels of at most 63"),
     ],
 )
 def test_bad_flags_are_one_line(args: list[str], needle: str) -> None:

@@ -276,3 +276,8 @@ def test_a_command_longer_than_one_argument_may_be_is_refused(write_spec) -> Non
     res = run_cli("render", str(write_spec(f"mode: ddp\nnodes: 2\ncommand: '{BIG}'\n")))
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "command: " in res.stderr and "longer than Linux's 131072-byte limit for one argument" in res.stderr
+
+
+def test_time_zero_is_no_limit_as_sbatch_reads_it_so_restart_takes_it(write_spec) -> None:
+    spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\ntime: '0'\nrestart: {max: 2}\n"))
+    assert spec.time == "0" and spec.restart is not None

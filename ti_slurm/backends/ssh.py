@@ -111,6 +111,9 @@ def parse_target(text: str, config_path: str | None = None) -> Target:
         entry: dict[str, Any] = config.lookup(alias)
     except Exception as exc:  # paramiko raises several kinds for a config it cannot read
         raise ConfigError("ssh config", str(path), f"cannot read it: {exc}") from None
+    host = str(entry.get("hostname", alias))
+    if len(host) > 253 or any(len(label) > 63 for label in host.split(".")):  # else the resolver's UnicodeError
+        raise ConfigError("host", text, "a host name is at most 253 characters, in labels of at most 63")
     port_text = m.group("port") or str(entry.get("port", 22))
     if not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536):
         raise ConfigError("host", text, f"port {port_text[:20]!r}: expected 1-65535 (from the target or Port)")
@@ -118,7 +121,7 @@ def parse_target(text: str, config_path: str | None = None) -> Target:
     known = entry.get("userknownhostsfile", "~/.ssh/known_hosts").split()
     return Target(
         alias=alias,
-        host=entry.get("hostname", alias),
+        host=host,
         port=int(port_text),
         user=m.group("user") or entry.get("user"),
         identity_files=[os.path.expanduser(p) for p in entry.get("identityfile", [])],
