@@ -354,3 +354,24 @@ def test_fifos_and_dangling_links_neither_crash_nor_hang_status_logs_and_list(tm
     os.mkfifo(status)  # the job's record itself
     res = run_cli("status", job, env=env, timeout=20)
     assert "Traceback" not in res.stderr, res.stderr[-500:]
+
+
+@pytest.mark.parametrize(
+    "variable,value,needle",
+    [
+        ("TMPDIR", "/nonexistent", "TMPDIR='/nonexistent': cannot hold the job's files"),
+        ("TMPDIR", "a file", "TMPDIR="),
+        ("TI_SLURM_JOB_DIR", "/proc/self/x", "TI_SLURM_JOB_DIR: '/proc/self/x' cannot hold the job's files"),
+    ],
+)
+def test_a_job_directory_the_node_cannot_use_is_one_line_naming_the_variable(
+    tmp_path: Path, variable: str, value: str, needle: str
+) -> None:
+    if value == "a file":
+        value = str(tmp_path / "afile")
+        Path(value).write_text("")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TI_SLURM_"))}
+    env = {**clean, "SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n1", "SLURM_NODEID": "0", variable: value}
+    for command in (["env", "--mode", "ddp"], ["exec", "--mode", "ddp", "--", "true"]):
+        res = subprocess.run(["ti-slurm", *command], env=env, capture_output=True, text=True, check=False)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr[-300:]

@@ -81,7 +81,7 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     private per-user, per-job directory under ``$TMPDIR``.
     """
     if env.get("TI_SLURM_JOB_DIR"):
-        return env["TI_SLURM_JOB_DIR"]
+        return _usable("TI_SLURM_JOB_DIR", env["TI_SLURM_JOB_DIR"])
     from ti_slurm.job.contract import is_number
 
     job_id = env.get("SLURM_JOB_ID", "")
@@ -100,14 +100,27 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     except OSError:
         pass
 
-    base = os.path.join(env.get("TMPDIR") or tempfile.gettempdir(), f"ti-slurm-{os.getuid()}")
-    try:  # noqa: SIM105 (contextlib is not imported on the job path)
-        os.mkdir(base, 0o700)
-    except FileExistsError:
-        pass
-    info = os.lstat(base)
+    tmp = env.get("TMPDIR") or tempfile.gettempdir()
+    base = os.path.join(tmp, f"ti-slurm-{os.getuid()}")
+    try:
+        try:  # noqa: SIM105 (contextlib is not imported on the job path)
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(base)
+    except OSError as exc:  # a TMPDIR that does not exist on this node, or is a file
+        raise ContractError(f"TMPDIR={tmp!r}: cannot hold the job's files ({exc.strerror})") from None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise ContractError(f"{base} is not a private directory of this user; refusing to write job files there")
-    job_dir = os.path.join(base, job_id)
-    os.makedirs(job_dir, mode=0o700, exist_ok=True)
+    return _usable("TMPDIR", os.path.join(base, job_id))
+
+
+def _usable(variable: str, job_dir: str) -> str:
+    """``job_dir``, made if missing; one line naming ``variable`` when it cannot hold the job's files."""
+    try:
+        os.makedirs(job_dir, mode=0o700, exist_ok=True)
+        if not os.access(job_dir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as exc:
+        raise ContractError(f"{variable}: {job_dir!r} cannot hold the job's files ({exc.strerror})") from None
     return job_dir
