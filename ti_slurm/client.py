@@ -178,9 +178,11 @@ def submit(
     except OSError as exc:  # the job runs all the same: never a reason to submit it again
         import warnings
 
+        # a Slurm job is found again by its id (the controller knows its directory); a local one only by its record
+        follow = "follow it by its id" if chosen.name != "local" else f"its files are in {info.job_dir}"
         warnings.warn(
             f"job {info.job_id} is submitted, but recording it in {exc.filename or 'the registry'} failed "
-            f"({exc.strerror}); follow it by its id",
+            f"({exc.strerror}); {follow}",
             RuntimeWarning,
             stacklevel=2,
         )

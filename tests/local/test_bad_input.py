@@ -134,6 +134,7 @@ def test_a_registry_that_cannot_be_written_is_a_warning_after_the_job_id(tmp_pat
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("ti-slurm: warning: job local-"), res.stderr
     assert "is submitted, but recording it" in res.stderr and "Traceback" not in res.stderr
     assert (tmp_path / "out" / res.stdout.strip()).is_dir()  # the job itself went ahead
+    assert f"its files are in {tmp_path / 'out' / res.stdout.strip()}" in res.stderr  # a local job has no other trace
 
 
 @pytest.mark.parametrize(
