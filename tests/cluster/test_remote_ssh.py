@@ -146,6 +146,27 @@ def test_a_job_that_fails_before_its_record_shows_why_over_ssh(tmp_path: Path, s
     assert shown.returncode == 0 and "  | module: python/3.11 is not loaded on this node" in shown.stdout
 
 
+def test_sync_skips_what_is_not_a_regular_file_and_a_remote_refusal_is_one_line(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('hi')\n")
+    (code / ".#train.py").symlink_to("root@host.1234:1700000000")  # an editor's lock: a link to nowhere
+    os.mkfifo(code / "pipe")  # reading it would hang
+    remote = tmp_path / "remote"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\nremote: {{host: login, workdir: {remote}}}\n")
+    res = cli(tmp_path, "submit", str(spec), "--ssh-config", str(config), "--sync", str(code), "--wait")
+    assert res.returncode == 0, res.stderr
+    assert "--sync skipped what is not a readable regular file: " in res.stderr and ".#train.py" in res.stderr
+    assert sorted(p.name for p in remote.iterdir() if p.is_file()) == ["train.py"]
+    frozen = tmp_path / "frozen"  # a remote workdir that cannot be written: a file where a directory goes
+    frozen.write_text("")
+    spec.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\nremote: {{host: login, workdir: {frozen}/sub}}\n")
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--ssh-config", str(config), "--sync", str(code)))
+    assert "--sync: cannot write" in err and str(frozen) in err, err
+
+
 def test_remote_cancel_leaves_nothing(tmp_path: Path, sshd: Sshd) -> None:
     config = ssh_config(tmp_path, sshd)
     marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
