@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -406,3 +407,34 @@ def test_cancel_says_when_a_job_had_ended_and_when_it_cannot_be_reached(tmp_path
         assert gone.stderr.count("\n") == 1 and not no_process_with(marker)  # it said so: nothing was stopped
     finally:
         os.kill(int(pid), signal.SIGTERM)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 2 MiB filesystem of its own (tmpfs; root only), for a disk that fills."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=False).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_at_submit_is_one_line_and_leaves_nothing(tmp_path: Path, small_disk: Path) -> None:
+    with open(small_disk / "filler", "wb") as fh, contextlib.suppress(OSError):
+        fh.write(b"x" * (4 << 20))  # the disk is full before the submit
+    path = tmp_path / "job.yaml"
+    path.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {small_disk / 'jobs'}\n")
+    res = run_cli("submit", "--local", str(path), env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
+    assert list((small_disk / "jobs").iterdir()) == []  # no half-made job directory
+
+
+def test_a_disk_that_fills_during_the_job_is_named_in_its_reason(tmp_path: Path, small_disk: Path) -> None:
+    body = "mode: mpi\nnodes: 1\ncommand: 'head -c 4000000 /dev/zero > $TI_SLURM_JOB_DIR/fill; exit 3'\n"
+    path = tmp_path / "job.yaml"
+    path.write_text(body + f"output_dir: {small_disk}\nworkdir: {tmp_path}\n")
+    res = run_cli("submit", "--local", "--wait", str(path), env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "no space left on device" in res.stderr.lower(), res.stderr

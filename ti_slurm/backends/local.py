@@ -58,7 +58,13 @@ class LocalBackend:
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"
         paths = JobPaths.of(plan.output_dir, job_id)
-        write_atomic(paths.plan, plan.to_json() + "\n")
+        try:
+            write_atomic(paths.plan, plan.to_json() + "\n")
+        except OSError as exc:  # a full disk: nothing is left of the job
+            import shutil
+
+            shutil.rmtree(paths.root, ignore_errors=True)
+            raise SpecError("output_dir", plan.output_dir, f"cannot write the job's plan: {exc.strerror}") from None
         with open(paths.supervisor_log, "wb") as log:
             argv = [sys.executable, "-m", "ti_slurm.job", "local-run", paths.root, str(number)]
             proc = start_group(argv, cwd=plan.workdir or None, output=log)

@@ -35,9 +35,16 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename (safe when nodes race)."""
     tmp = f"{path}.tmp.{os.getpid()}.{os.uname().nodename}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written file is left behind
+        try:  # noqa: SIM105 (contextlib is not imported on the job path)
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str, in_image: bool = False) -> None:

@@ -59,6 +59,7 @@ from ti_slurm.job.states import JobState
 from ti_slurm.job.watch import last_output, mtime, step_alive_file
 
 POLL_SECONDS = 0.1
+FULL_DISK_BYTES = 1 << 20  # less free space than this where the job's files go: they could not be written
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
 ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
 STOP_MARGIN = 5.0  # seconds beyond the spec's stop grace a stopped step has to end before srun is killed
@@ -340,7 +341,19 @@ class Supervisor:
             nodes = self.node_labels(launch, launch.nodes)
             failed = {"component": launch.component, "node": nodes, "index": None, "exit_code": launch.exit_code}
             reason = f"{launch.component} step on {nodes} exited {launch.exit_code}"
+            full = self.full_disk()  # no node could record its exit: say why, when it is the disk
+            reason += f" ({full})" if full else ""
         return Outcome(JobState.FAILED, reason, failed)
+
+    def full_disk(self) -> str:
+        """Why job files could not be written, when it is that the job directory's filesystem is full."""
+        try:
+            fs = os.statvfs(self.paths.root)
+        except OSError:
+            return ""
+        if fs.f_bavail * fs.f_frsize >= FULL_DISK_BYTES and (fs.f_files == 0 or fs.f_favail > 0):
+            return ""
+        return f"the filesystem of {self.paths.root} is full (ENOSPC: no space left on device)"
 
     def judge(self, launch: Launch) -> Outcome | None:
         """Apply the mode's rule after ``launch`` exited; ``None`` means keep going."""
@@ -352,10 +365,10 @@ class Supervisor:
         if required and missing_indexes:
             # srun can exit 0 when a task failed to launch: only node records count as success
             missing = self.node_labels(launch, missing_indexes)
-            reason = (
-                f"{launch.component} step exited {launch.exit_code} but node(s) {missing} left no exit record "
-                f"(the command never ran, or {self.paths.root} is not on a filesystem every node shares)"
-            )
+            shared = f"the command never ran, or {self.paths.root} is not on a filesystem every node shares"
+            why = self.full_disk() or shared
+            reason = f"{launch.component} step exited {launch.exit_code} but node(s) {missing} left no exit record"
+            reason += f" ({why})"
             return Outcome(JobState.FAILED, reason, {"component": launch.component, "node": missing, "exit_code": None})
         if not required and not launch.stopping:
             if self.required_commands_done():
