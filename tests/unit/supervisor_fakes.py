@@ -68,6 +68,9 @@ class FakeLauncher:
         self.stopped.append(f"{launch.component}-{launch.nodes[0]}")
         launch.proc.returncode = -15
 
+    def stop_leftovers(self, grace: float) -> None:
+        pass
+
     def pass_signal(self, launch: Launch, signum: int) -> None:
         self.signalled.append((f"{launch.component}-{launch.nodes[0]}", signum))
 

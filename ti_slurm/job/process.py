@@ -265,6 +265,36 @@ def descendants(pid: int) -> list[int]:
     return sorted(found)
 
 
+def become_subreaper() -> bool:
+    """Make this process the one its descendants' orphans are handed to (Linux's PR_SET_CHILD_SUBREAPER):
+    a command whose node step was killed (the OOM killer's SIGKILL) is still this process's to stop."""
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0)  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def parent_of(pid: int) -> int:
+    """Process ``pid``'s parent (0 when it is gone)."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None else 0
+
+
+def stop_trees(pids: Sequence[int], grace: float) -> None:
+    """SIGTERM each process and all it started, SIGKILL what is left after ``grace`` seconds."""
+    import signal
+
+    tree = sorted({p for pid in pids for p in descendants(pid)})
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree:
+            signal_pid(pid, signum)
+        deadline = time.monotonic() + (grace if signum == signal.SIGTERM else 0)
+        while any(alive(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 _early_signals: set[int] = set()
 
 

@@ -53,7 +53,15 @@ from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.paths import JobPaths, parse_events
 from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.process import exit_code, start_group, terminate
+from ti_slurm.job.process import (
+    become_subreaper,
+    descendants,
+    exit_code,
+    parent_of,
+    start_group,
+    stop_trees,
+    terminate,
+)
 from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, preempted, should_requeue
 from ti_slurm.job.states import JobState
 from ti_slurm.job.watch import last_output, mtime, step_alive_file
@@ -97,6 +105,9 @@ class Launcher(Protocol):
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]: ...
 
     def stop(self, launch: Launch, grace: float) -> None: ...
+
+    def stop_leftovers(self, grace: float) -> None:
+        """Stop what stopped or dead node steps left behind, where this launcher can (after every stop)."""
 
     def pass_signal(self, launch: Launch, signum: int) -> None:
         """Deliver ``signum`` to every node ``launch`` serves (each node's step passes it to its command)."""
@@ -166,6 +177,9 @@ class SlurmLauncher:
             launch.proc.kill()  # Slurm ends what is left of the step with the job
         launch.proc.wait()
 
+    def stop_leftovers(self, grace: float) -> None:
+        pass  # what a step leaves, Slurm ends with the step (and the Epilog with the job)
+
     def pass_signal(self, launch: Launch, signum: int) -> None:
         # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own
         # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
@@ -186,6 +200,7 @@ class LocalLauncher:
     def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
         self.job_dir, self.job_id = job_dir, job_id
         self.names = [["localhost"] * c.nodes for c in plan.components]
+        self.procs: list[subprocess.Popen[bytes]] = []  # every node's step
 
     def node_names(self, component: int) -> list[str]:
         return self.names[component]
@@ -218,11 +233,23 @@ class LocalLauncher:
             with open(paths.node_log(comp.name, index), "wb") as log:
                 argv = node_command(plan, component, self.job_dir)
                 proc = start_group(argv, self.env_for(plan, index), output=log, die_with_parent=True)
+            self.procs.append(proc)
             launches.append(Launch(component, comp.name, [index], proc))
         return launches
 
     def stop(self, launch: Launch, grace: float) -> None:
         terminate(launch.proc, grace + 5, group=True)
+
+    def stop_leftovers(self, grace: float) -> None:
+        """Stop what a stopped node step left behind (it was killed or frozen: it could not stop its command),
+        handed to this process as subreaper: any child that is not a running node's step."""
+        steps = {proc.pid for proc in self.procs if proc.poll() is None}
+        orphans = [pid for pid in descendants(os.getpid())[1:] if pid not in steps and parent_of(pid) == os.getpid()]
+        if orphans:
+            stop_trees(orphans, grace)
+            for pid in orphans:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)  # reap them: this process is their parent now
 
     def pass_signal(self, launch: Launch, signum: int) -> None:
         if launch.proc.poll() is None:
@@ -424,6 +451,7 @@ class Supervisor:
             launch.exit_code = exit_code(launch.proc.returncode)
             with contextlib.suppress(OSError):  # stopping matters more than its record
                 self.launch_exit_event(launch)
+        self.launcher.stop_leftovers(self.plan.stop_grace)
 
     def run(self) -> Outcome:
         os.makedirs(self.paths.root, exist_ok=True)
@@ -600,6 +628,28 @@ class Supervisor:
         down = self.launcher.control.unreachable_nodes(missing) if missing and self.launcher.control else []
         return sorted(silent | set(down))
 
+    def silent_running_nodes(self) -> list[str]:
+        """Nodes of steps still running that beat over UDP before and have been silent on every channel for
+        LOST_AFTER seconds, without an exit record: their step is frozen (SIGSTOP, a process stuck in the
+        kernel) or their node is gone. A node never heard over UDP is not judged here: its file alone cannot
+        tell a lost node from a stalled filesystem."""
+        if self.beats is None:
+            return []
+        now, candidates = time.time(), []
+        for launch in self.launches:
+            if launch.exit_code is not None or launch.stopping:
+                continue
+            names = self.launcher.node_names(launch.component_index)
+            for i in launch.nodes:
+                beat = self.beats.last(launch.component, i)
+                alive = max(beat, mtime(step_alive_file(self.paths, launch.component, i)))
+                if beat and now - alive > LOST_AFTER and i < len(names):
+                    candidates.append((launch.component, i, names[i]))
+        if not candidates:
+            return []
+        recorded = {(r.get("component"), r.get("index")) for r in self.node_records()}  # those ended on their own
+        return sorted({name for component, i, name in candidates if (component, i) not in recorded})
+
     def decide_requeue(self, outcome: Outcome) -> None:
         """Whether the attempt goes on in a next one (then its end is recorded as requeued)."""
         if outcome.requeued_by_slurm:
@@ -694,7 +744,7 @@ class Supervisor:
         return outcome
 
     def _loop(self) -> Outcome:
-        alive_at = time.monotonic()
+        alive_at = next_lost_check = time.monotonic()
         may_restart = self.may_restart
         while True:
             if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
@@ -729,6 +779,13 @@ class Supervisor:
                     if outcome.state is JobState.COMPLETED:
                         self.stop_running()
                     return self._cancelled_meanwhile(outcome)
+            if time.monotonic() >= next_lost_check:
+                next_lost_check = time.monotonic() + ALIVE_EVERY
+                lost = self.silent_running_nodes()
+                if lost:  # a frozen step, or a node gone before anything noticed: the job cannot go on
+                    outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost (its step stopped answering)")
+                    outcome.cause, outcome.lost_nodes = "node_fail", lost
+                    return outcome
             time.sleep(POLL_SECONDS)
 
     def reaped(self, launch: Launch) -> bool:
@@ -787,4 +844,5 @@ def run_local(job_dir: str, job_id: int) -> int:
     """The detached supervisor process of a local job (the local backend starts it)."""
     with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
         plan = JobPlan.from_json(fh.read())
+    become_subreaper()  # a node step killed or frozen leaves its command to this process: stopped with the node
     return Supervisor(plan, job_dir, LocalLauncher(plan, job_dir, job_id)).run().exit_code
