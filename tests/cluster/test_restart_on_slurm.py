@@ -112,14 +112,14 @@ def test_a_job_longer_than_its_time_limit_completes_through_requeues(tmp_path: P
 
 def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    job = ti_slurm.submit(training(tmp_path, 160, out, partition="lowprio", restart={"max": 2}))
+    job = ti_slurm.submit(training(tmp_path, 100, out, partition="lowprio", restart={"max": 2}))
     wait_for_step(job, 40)
     urgent = preempt_lowprio()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
     assert final.attempts[0].ended is not None and final.attempts[1].started is not None
-    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 100)
     assert urgent.isdigit()
     assert_nothing_left(out)
 
@@ -134,7 +134,7 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
         pytest.skip(f"no {image} (ci/containers/setup)")
     out = f"model-{uuid.uuid4().hex[:8]}.json"
     container = {"image": str(image), "runtime": runtime}
-    spec = training(tmp_path, 160, out, partition="lowprio", restart={"max": 2}, container=container)
+    spec = training(tmp_path, 100, out, partition="lowprio", restart={"max": 2}, container=container)
     job = ti_slurm.submit(spec)
     wait_for_step(job, 40)
     preempt_lowprio()
@@ -143,7 +143,7 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
     first = (Path(job.job_dir) / "attempts" / "0" / "logs" / "ddp-0.log").read_text()
     assert "saved step" in first
-    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)  # the image's torch, the same model
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 100)  # the image's torch, the same model
     assert_nothing_left(out)
     assert_nothing_left(re.escape(str(image)) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\.")
 
@@ -158,7 +158,7 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
 )
 def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, index: int) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    job = ti_slurm.submit(training(tmp_path, 160, out, restart={"max": 2}))
+    job = ti_slurm.submit(training(tmp_path, 100, out, restart={"max": 2}))
     wait_for_step(job, 40)
     lost = job.status().components[0].nodes[index]  # node 0 runs the batch step, and so the supervisor
     subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
@@ -170,7 +170,7 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, index: i
     assert attempts(final) == [("NODE_FAIL", True), ("COMPLETED", False)]
     assert final.attempts[0].lost_nodes == [lost] and lost in final.attempts[0].reason
     assert lost not in final.attempts[1].nodes
-    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 160)
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 100)
     assert_nothing_left(out)
 
 
