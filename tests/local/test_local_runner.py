@@ -440,27 +440,35 @@ def test_a_disk_that_fills_during_the_job_is_named_in_its_reason(tmp_path: Path,
     assert "no space left on device" in res.stderr.lower(), res.stderr
 
 
-def test_a_frozen_node_step_ends_the_job_as_a_lost_node(tmp_path: Path) -> None:
-    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+def second_node_step(tmp_path: Path, command: str, marker: str) -> tuple[str, int]:
+    """Submit a 2-node local job running ``command``; once ``marker`` runs on both nodes, the job's id and the
+    pid of its second node's step."""
     env = {"XDG_STATE_HOME": str(tmp_path)}
-    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{marker}'")), env=env)
+    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{command}'")), env=env)
     job, folder = res.stdout.split()[0], job_dir(tmp_path, res)
     deadline = time.monotonic() + 30
     while len(subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()) < 2:
         assert time.monotonic() < deadline, "the commands did not start"
         time.sleep(0.2)
-    time.sleep(6)  # both steps have beaten
     steps = subprocess.run(["pgrep", "-f", f"main.py node .* {folder}"], capture_output=True, text=True).stdout.split()
-    frozen = [p for p in steps if b"SLURM_NODEID=1\0" in Path(f"/proc/{p}/environ").read_bytes()]
-    assert len(frozen) == 1, steps
-    os.kill(int(frozen[0]), signal.SIGSTOP)  # a step stuck (SIGSTOP, or in the kernel): its command goes on
+    second = [p for p in steps if b"SLURM_NODEID=1\0" in Path(f"/proc/{p}/environ").read_bytes()]
+    assert len(second) == 1, steps
+    return job, int(second[0])
+
+
+def test_a_frozen_node_step_ends_the_job_as_a_lost_node(tmp_path: Path) -> None:
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    job, step = second_node_step(tmp_path, marker, marker)
+    time.sleep(6)  # both steps have beaten
+    os.kill(step, signal.SIGSTOP)  # a step stuck (SIGSTOP, or in the kernel): its command goes on
     try:
         waited = run_cli("logs", job, "--follow", env=env, timeout=120)  # follows until the job ends
         assert waited.returncode == 0
         status = json.loads(run_cli("status", job, "--json", env=env).stdout)
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(frozen[0]), signal.SIGCONT)
+            os.kill(step, signal.SIGCONT)
     assert status["state"] == "NODE_FAIL" and "lost (its step stopped answering)" in status["reason"], status
     deadline = time.monotonic() + 30
     while not no_process_with(marker) and time.monotonic() < deadline:
@@ -473,15 +481,8 @@ def test_nothing_of_a_command_outlives_its_job_when_its_node_step_is_killed(tmp_
     daemon = f"sleep 5{uuid.uuid4().int % 1000:03d}"
     command = f"setsid {daemon} & {marker}"  # a daemon in a session of its own, then the command
     env = {"XDG_STATE_HOME": str(tmp_path)}
-    res = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 2\ncommand: '{command}'")), env=env)
-    job, folder = res.stdout.split()[0], job_dir(tmp_path, res)
-    deadline = time.monotonic() + 30
-    while len(subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()) < 2:
-        assert time.monotonic() < deadline, "the commands did not start"
-        time.sleep(0.2)
-    steps = subprocess.run(["pgrep", "-f", f"main.py node .* {folder}"], capture_output=True, text=True).stdout.split()
-    killed = [p for p in steps if b"SLURM_NODEID=1\0" in Path(f"/proc/{p}/environ").read_bytes()]
-    os.kill(int(killed[0]), signal.SIGKILL)  # what the OOM killer does to a node's step
+    job, step = second_node_step(tmp_path, command, marker)
+    os.kill(step, signal.SIGKILL)  # what the OOM killer does to a node's step
     waited = run_cli("logs", job, "--follow", env=env, timeout=120)
     assert waited.returncode == 0
     assert json.loads(run_cli("status", job, "--json", env=env).stdout)["state"] == "FAILED"
