@@ -77,7 +77,8 @@ def _core_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _core_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _core_float)
-# the empty plain scalar (`key:` with nothing after it) is null; PyYAML looks it up under None
+# the empty plain scalar (`key:` with nothing after it) is null too: a resolver for any first character
+# (PyYAML files it under None), matching only the empty text
 _Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), None)
 
 
