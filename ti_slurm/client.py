@@ -43,6 +43,7 @@ SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 """A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
 
 TAIL_BYTES = 64 * 1024  # what a failure's last lines are read from
+LOG_CHUNK = 1 << 20  # logs are read (and sent over SSH) this much at a time
 RECORD_POLL_MAX = 1.0  # seconds between reads of a followed job's own record, at most (no controller call)
 
 
@@ -460,18 +461,33 @@ class Job:
                     yield f"==> attempt {latest} (TI_SLURM_RESTART_COUNT={latest}) <=="
                 shown_attempt, offsets = latest, {}  # the same files, anew: the earlier ones were moved aside
             for label, path in self.log_files(node, status, attempt):
-                start = offsets.get(path, 0)
-                chunk = self.backend.read_bytes(path, start) or b""
-                end = len(chunk) if last_round else chunk.rfind(b"\n") + 1
-                if end <= 0:
-                    continue
-                if node is None:
-                    yield f"==> {label} <=="
-                yield from chunk[:end].decode(errors="replace").splitlines()
-                offsets[path] = start + end
+                headed = node is not None
+                for lines in self._new_lines(path, offsets, last_round):
+                    if not headed:
+                        headed = True
+                        yield f"==> {label} <=="
+                    yield from lines
             if last_round:
                 return
             time.sleep(1.0)
+
+    def _new_lines(self, path: str, offsets: dict[str, int], to_the_end: bool) -> Iterator[list[str]]:
+        """What a log gained since ``offsets[path]``, a chunk at a time (a log may be gigabytes), in whole lines;
+        a line still being written waits, unless ``to_the_end`` or it is longer than a chunk (then it comes in
+        pieces, never read again)."""
+        while True:
+            start = offsets.get(path, 0)
+            chunk = self.backend.read_bytes(path, start, LOG_CHUNK) or b""
+            full = len(chunk) == LOG_CHUNK
+            end = chunk.rfind(b"\n") + 1
+            if (to_the_end and not full) or (full and end == 0):
+                end = len(chunk)
+            if end == 0:
+                return
+            offsets[path] = start + end
+            yield chunk[:end].decode(errors="replace").splitlines()
+            if not full:
+                return
 
     def add_batch_output(self, status: JobStatus, lines: int = 20) -> None:
         """Where the batch script's own output is, and its last lines (the job ended without a final record:

@@ -14,6 +14,7 @@ import ti_slurm
 from tests.conftest import api_spec as spec
 from tests.conftest import run_cli
 from ti_slurm import JobState, JobStatus
+from ti_slurm.client import LOG_CHUNK
 from ti_slurm.status import progress_line
 
 pytestmark = pytest.mark.usefixtures("own_registry")
@@ -136,11 +137,13 @@ def test_following_logs_reads_only_what_was_appended(tmp_path: Path) -> None:
         spec(tmp_path, mode="ddp", nodes=1, command=f"python3 {tmp_path / 'writer.py'}"), backend="local"
     )
     read: list[int] = []
+    asked: list[int | None] = []
     original = job.backend.read_bytes
 
-    def counting(path: str, offset: int = 0) -> bytes | None:
-        data = original(path, offset)
+    def counting(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        data = original(path, offset, size)
         read.append(len(data or b""))
+        asked.append(size)
         return data
 
     job.backend.read_bytes = counting  # type: ignore[method-assign]
@@ -149,6 +152,7 @@ def test_following_logs_reads_only_what_was_appended(tmp_path: Path) -> None:
     assert size == 8 * 10_000 * 100 and len(lines) == 80_000
     assert len(read) > 2  # it did follow, round after round
     assert sum(read) <= size * 1.05  # ... and read each byte about once
+    assert max(read) <= LOG_CHUNK and set(asked) == {LOG_CHUNK}  # a chunk at a time, never a whole log
 
 
 def test_a_job_whose_backend_or_host_cannot_be_reached_does_not_hide_the_others(tmp_path: Path) -> None:

@@ -48,8 +48,9 @@ class Backend(Protocol):
         """A file of the job (status, logs); ``None`` when absent."""
         ...
 
-    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
-        """A file of the job from byte ``offset`` on (following a log); ``None`` when absent."""
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        """A file of the job from byte ``offset`` on (following a log), at most ``size`` bytes; ``None`` when
+        absent."""
         ...
 
     def read_tail(self, path: str, size: int) -> bytes | None:
@@ -74,12 +75,13 @@ def make_output_dir(path: str) -> None:
         raise SpecError("output_dir", path, f"cannot create it: {why}") from None
 
 
-def read_local_bytes(path: str, offset: int = 0) -> bytes | None:
-    """A job file here from byte ``offset`` on, reading nothing before it; ``None`` when absent."""
+def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+    """A job file here from byte ``offset`` on (at most ``size`` bytes), reading nothing before it; ``None`` when
+    absent."""
     try:
         with open_regular(path) as fh:
             fh.seek(offset)
-            return fh.read()
+            return fh.read(-1 if size is None else size)
     except OSError:
         return None
 

@@ -102,8 +102,8 @@ class LocalBackend:
     def read_text(self, path: str) -> str | None:
         return read_local_text(path)
 
-    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
-        return read_local_bytes(path, offset)
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        return read_local_bytes(path, offset, size)
 
     def read_tail(self, path: str, size: int) -> bytes | None:
         return read_local_tail(path, size)

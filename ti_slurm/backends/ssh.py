@@ -354,9 +354,12 @@ class SSHSession:
         data = self.read_bytes(path)
         return None if data is None else data.decode(errors="replace")
 
-    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
-        """The bytes of ``path`` from ``offset`` on (``tail -c +N``: only what was appended travels)."""
-        return self._tail(["tail", "-c", f"+{offset + 1}", "--", path])
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        """The bytes of ``path`` from ``offset`` on (``tail -c +N``: only what was appended travels), at most
+        ``size`` of them (``| head -c``)."""
+        if size is None:
+            return self._tail(["tail", "-c", f"+{offset + 1}", "--", path])
+        return self._tail(["sh", "-c", 'tail -c "+$1" -- "$2" | head -c "$3"', "sh", str(offset + 1), path, str(size)])
 
     def read_tail(self, path: str, size: int) -> bytes | None:
         """At most the last ``size`` bytes of ``path`` (``tail -c N``)."""
@@ -559,8 +562,8 @@ class SSHBackend(SlurmBackend):
     def read_text(self, path: str) -> str | None:
         return self.session.read_text(path)
 
-    def read_bytes(self, path: str, offset: int = 0) -> bytes | None:
-        return self.session.read_bytes(path, offset)
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        return self.session.read_bytes(path, offset, size)
 
     def read_tail(self, path: str, size: int) -> bytes | None:
         return self.session.read_tail(path, size)
