@@ -24,8 +24,10 @@ from tests.conftest import api_spec, processes_matching, run_cli
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
-# alone on the cluster: preemption of every lowprio node, a killed node, a frozen filesystem, timed jobs
-pytestmark = [pytest.mark.usefixtures("cluster", "own_registry"), pytest.mark.whole_cluster]
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
+# alone on the cluster (tests/cluster/conftest.py): a preemption takes every node of lowprio (urgent asks for all
+# of them, exclusively), a killed node is lost to every job on it
+ALONE = pytest.mark.whole_cluster
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "ci" / "slurm-cluster"
 SEED_DDP = (
@@ -110,6 +112,7 @@ def test_a_job_longer_than_its_time_limit_completes_through_requeues(tmp_path: P
     assert_nothing_left(out)
 
 
+@ALONE
 def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
     job = ti_slurm.submit(training(tmp_path, 100, out, partition="lowprio", restart={"max": 2}))
@@ -124,6 +127,7 @@ def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
     assert_nothing_left(out)
 
 
+@ALONE
 @pytest.mark.parametrize("runtime", ["pyxis", "oci"])
 def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, runtime: str) -> None:
     """The checkpoint signal reaches the command inside the image, and only it (enroot's squashfuse, which
@@ -148,6 +152,7 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
     assert_nothing_left(re.escape(str(image)) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\.")
 
 
+@ALONE
 @pytest.mark.parametrize(
     "index",
     [1, 0],
@@ -240,6 +245,7 @@ def test_a_hung_rank_is_found_by_the_watchdog_with_its_stack(tmp_path: Path) -> 
     assert_nothing_left(out)
 
 
+@ALONE
 def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     """Parameter servers are restarted with the workers; each worker resumes its count."""
     marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
@@ -268,6 +274,7 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     assert_nothing_left(marker)
 
 
+@ALONE
 def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
     """The head and the workers come back together; the driver resumes its count."""
     pytest.importorskip("ray", reason="ray is not installed")

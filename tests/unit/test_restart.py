@@ -311,3 +311,21 @@ def test_the_beat_listener_takes_only_its_own_datagrams() -> None:
     assert listener.last("worker", 3) == pytest.approx(now - 5, abs=0.01)
     assert listener.last("worker", 4) == 0.0 and listener.last("worker", 5) <= time.time()
     listener.close()
+
+
+@pytest.mark.parametrize(
+    "state,refused", [("PENDING", ""), ("RUNNING", "Job is pending execution")], ids=["requeued by Slurm", "refused"]
+)
+def test_a_requeue_slurm_already_made_is_no_refusal(state: str, refused: str) -> None:
+    from ti_slurm.job.restart import SlurmControl
+
+    class Scripted(SlurmControl):  # scontrol requeue refuses; show job says what Slurm did meanwhile
+        def run(self, args: list[str]) -> tuple[int, str]:
+            if args[:2] == ["scontrol", "requeue"]:
+                return 1, "Job is pending execution"
+            if args[:3] == ["scontrol", "-o", "show"]:
+                return 0, f"JobId=7 JobName=x JobState={state} Restarts=1"
+            return 0, ""
+
+    control = Scripted({"SLURM_JOB_ID": "7"})
+    assert control.requeue(["node02"]) == refused

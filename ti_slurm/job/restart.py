@@ -39,6 +39,9 @@ def should_requeue(plan: JobPlan, cause: str, attempt: int) -> bool:
     return bool(cause) and cause in plan.restart_on and attempt < plan.restart_max
 
 
+REQUEUED_STATES = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")  # a job Slurm has requeued
+
+
 def requeue_target(environ: Mapping[str, str]) -> str:
     """The id to requeue: ``<array id>_<task id>`` for a task of a job array (else the whole array would be)."""
     array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
@@ -131,7 +134,8 @@ class SlurmControl:
         """
         if not already:
             code, out = self.run(["scontrol", "requeue", self.target])
-            if code != 0:
+            # refused because Slurm requeued it meanwhile (a node it found down: "Job is pending execution")
+            if code != 0 and self.show_job().get("JobState") not in REQUEUED_STATES:
                 return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
         if exclude:  # best effort: without it the next attempt may land on a lost node once it is back
             for job_id in self.update_ids:
