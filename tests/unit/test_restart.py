@@ -314,15 +314,21 @@ def test_the_beat_listener_takes_only_its_own_datagrams() -> None:
 
 
 @pytest.mark.parametrize(
-    "state,refused", [("PENDING", ""), ("RUNNING", "Job is pending execution")], ids=["requeued by Slurm", "refused"]
+    "message,state,refused",
+    [
+        ("Job is pending execution", "COMPLETING", ""),  # Slurm requeued it a moment before (a node it found down)
+        ("Requested operation is presently disabled", "PENDING", ""),
+        ("Requested operation is presently disabled", "RUNNING", "Requested operation is presently disabled"),
+    ],
+    ids=["pending execution", "pending by now", "refused"],
 )
-def test_a_requeue_slurm_already_made_is_no_refusal(state: str, refused: str) -> None:
+def test_a_requeue_slurm_already_made_is_no_refusal(message: str, state: str, refused: str) -> None:
     from ti_slurm.job.restart import SlurmControl
 
     class Scripted(SlurmControl):  # scontrol requeue refuses; show job says what Slurm did meanwhile
         def run(self, args: list[str]) -> tuple[int, str]:
             if args[:2] == ["scontrol", "requeue"]:
-                return 1, "Job is pending execution"
+                return 1, message
             if args[:3] == ["scontrol", "-o", "show"]:
                 return 0, f"JobId=7 JobName=x JobState={state} Restarts=1"
             return 0, ""

@@ -135,7 +135,8 @@ class SlurmControl:
         if not already:
             code, out = self.run(["scontrol", "requeue", self.target])
             # refused because Slurm requeued it meanwhile (a node it found down: "Job is pending execution")
-            if code != 0 and self.show_job().get("JobState") not in REQUEUED_STATES:
+            already = "pending execution" in out or self.show_job().get("JobState") in REQUEUED_STATES
+            if code != 0 and not already:
                 return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
         if exclude:  # best effort: without it the next attempt may land on a lost node once it is back
             for job_id in self.update_ids:

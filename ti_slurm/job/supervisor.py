@@ -633,7 +633,9 @@ class Supervisor:
         LOST_AFTER seconds, without an exit record: their step is frozen (SIGSTOP, a process stuck in the
         kernel) or their node is gone. A node never heard over UDP is not judged here: its file alone cannot
         tell a lost node from a stalled filesystem."""
-        if self.beats is None:
+        if self.beats is None or self.launcher.control is not None:
+            # under Slurm, srun and Slurm's node state (SlurmdTimeout) find a lost node, and Slurm requeues the
+            # job itself: acting at the same moment races its requeue. A frozen step there: not yet.
             return []
         now, candidates = time.time(), []
         for launch in self.launches:
