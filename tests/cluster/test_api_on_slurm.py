@@ -102,14 +102,12 @@ def test_a_job_slurm_refuses_is_a_submission_error(tmp_path: Path, backend: str)
 def test_a_job_that_can_never_start_is_refused_and_nothing_is_submitted(
     tmp_path: Path, fields: dict[str, object], why: str, backend: str
 ) -> None:
-    def queued() -> set[str]:
-        return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split())
-
-    before = queued()
-    res = run_cli("submit", "--backend", backend, str(_yaml(tmp_path, mode="mpi", command="true", **fields)))
+    name = f"never-{uuid.uuid4().hex[:8]}"  # other tests submit meanwhile: look for this job by its own name
+    res = run_cli("submit", "--backend", backend, str(_yaml(tmp_path, name=name, mode="mpi", command="true", **fields)))
     assert res.returncode == 1
     assert res.stderr == f"ti-slurm: error: the job can never start: {why} (nothing was submitted)\n"
-    assert queued() - before == set()  # no new job (others may have ended meanwhile)
+    queued = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+    assert name not in queued.split()  # no such job was submitted
 
 
 def test_queue_anyway_waits_saying_why_it_cannot_start(tmp_path: Path, backend: str) -> None:
