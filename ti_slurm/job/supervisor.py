@@ -244,7 +244,8 @@ class LocalLauncher:
         """Stop what a stopped node step left behind (it was killed or frozen: it could not stop its command),
         handed to this process as subreaper: any child that is not a running node's step."""
         steps = {proc.pid for proc in self.procs if proc.poll() is None}
-        orphans = [pid for pid in descendants(os.getpid())[1:] if pid not in steps and parent_of(pid) == os.getpid()]
+        me = os.getpid()
+        orphans = [pid for pid in descendants(me) if pid not in steps and pid != me and parent_of(pid) == me]
         if orphans:
             stop_trees(orphans, grace)
             for pid in orphans:
@@ -620,13 +621,17 @@ class Supervisor:
                 if (launch.component, i) in recorded or i >= len(names):
                     continue
                 missing.append(names[i])
-                alive = mtime(step_alive_file(self.paths, launch.component, i))  # late when the filesystem stalls
-                if self.beats is not None:
-                    alive = max(alive, self.beats.last(launch.component, i))
+                alive = self.last_heard(launch.component, i)
                 if alive and now - alive > LOST_AFTER:
                     silent.add(names[i])
         down = self.launcher.control.unreachable_nodes(missing) if missing and self.launcher.control else []
         return sorted(silent | set(down))
+
+    def last_heard(self, component: str, index: int) -> float:
+        """When a node's step last said it was alive, on either channel (0.0: never): its liveness file (late
+        when the shared filesystem stalls) or its UDP beat."""
+        heard = mtime(step_alive_file(self.paths, component, index))
+        return max(heard, self.beats.last(component, index)) if self.beats is not None else heard
 
     def silent_running_nodes(self) -> list[str]:
         """Nodes of steps still running that beat over UDP before and have been silent on every channel for
@@ -644,8 +649,7 @@ class Supervisor:
             names = self.launcher.node_names(launch.component_index)
             for i in launch.nodes:
                 beat = self.beats.last(launch.component, i)
-                alive = max(beat, mtime(step_alive_file(self.paths, launch.component, i)))
-                if beat and now - alive > LOST_AFTER and i < len(names):
+                if beat and now - self.last_heard(launch.component, i) > LOST_AFTER and i < len(names):
                     candidates.append((launch.component, i, names[i]))
         if not candidates:
             return []
