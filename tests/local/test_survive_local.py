@@ -52,10 +52,11 @@ def test_the_signal_reaches_the_whole_process_tree_of_every_node(tmp_path: Path)
     """Including processes in sessions of their own (torch's launcher starts its workers so)."""
     marker = f"sleep 5{uuid.uuid4().int % 1000:03d}"
     child = f"trap 'echo child saved; exit 0' USR2; {marker} & wait"
-    command = f"setsid bash -c \"{child}\" & trap 'echo parent saved' USR2; wait; wait"
+    command = f"trap 'echo parent saved' USR2; setsid bash -c \"{child}\" & wait; wait"
     job = ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=2, command=command, restart={"max": 1}), backend="local")
     deadline = time.monotonic() + 30
-    while len(processes_matching(marker)) < 2 and time.monotonic() < deadline:
+    # the sleeps themselves (not the shells whose command lines name them): both traps are set by then
+    while len(processes_matching(f"^{marker}$")) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     supervisor = int((Path(job.job_dir) / "supervisor.pid").read_text().split()[0])
     os.kill(supervisor, signal.SIGUSR2)  # as Slurm's --signal=B:USR2 does to the batch step
