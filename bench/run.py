@@ -66,8 +66,8 @@ def sh(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 # -- 1. in-job env ------------------------------------------------------------------
 def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
     """Each node's step, as jobs run it (``python -I -S ti_slurm/job/main.py node ... --print-env``), on 4096 nodes."""
-    from ti_slurm.job import main as job_main
-    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.core.plan import Component, JobPlan
+    from ti_slurm.job import main_command
 
     env = dict(
         os.environ,
@@ -86,7 +86,7 @@ def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
         plan.write_text(
             JobPlan(name="bench", mode=mode, command="true", components=(Component(mode, 4096, 8, 1),)).to_json()
         )
-        cmd = job_main.command(sys.executable, "node", str(plan), "0", str(tmp / f"job-{mode}"), "--print-env")
+        cmd = main_command(sys.executable, "node", str(plan), "0", str(tmp / f"job-{mode}"), "--print-env")
         tool = median(lambda: sh(cmd, env=env), repeat)  # noqa: B023
         rows.append(
             Row(
@@ -115,7 +115,7 @@ def case_in_job_env(repeat: int, tmp: Path) -> list[Row]:
 
 # -- 2. hostlists -------------------------------------------------------------------
 def case_hostlist(repeat: int) -> list[Row]:
-    from ti_slurm.job.hostlist import compress, expand
+    from ti_slurm.core.hostlist import compress, expand
 
     text = "rack[01-40]-gpu[0001-2500]"
     names = expand(text)
@@ -177,7 +177,8 @@ def case_cli_start(repeat: int, spec: Path) -> list[Row]:
 
 # -- 9. scale -----------------------------------------------------------------------
 def case_scale(repeat: int) -> list[Row]:
-    from ti_slurm.job.contract import MAX_ENV_STRING, node_contract
+    from ti_slurm.core.environ import MAX_ENV_STRING
+    from ti_slurm.job.contract import node_contract
     from ti_slurm.job.modes import get_mode
     from ti_slurm.planning import make_plan
     from ti_slurm.script import render

@@ -15,10 +15,10 @@ imports (pydantic, jinja2, yaml).
 """
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every job step imports this package
-__version__ = "0.1.0"
 
 # public name -> the module that defines it
 _LAZY = {
+    "__version__": "ti_slurm.version",
     "submit": "ti_slurm.client",
     "get_job": "ti_slurm.client",
     "jobs": "ti_slurm.client",
@@ -29,9 +29,9 @@ _LAZY = {
     "JobStatus": "ti_slurm.status",
     "ComponentStatus": "ti_slurm.status",
     "AttemptStatus": "ti_slurm.status",
-    "JobState": "ti_slurm.job.states",
+    "JobState": "ti_slurm.core.states",
     "JobSpec": "ti_slurm.spec",
-    "JobPlan": "ti_slurm.job.plan",
+    "JobPlan": "ti_slurm.core.plan",
     "TiSlurmError": "ti_slurm.errors",
     "InputError": "ti_slurm.errors",
     "SpecError": "ti_slurm.errors",
@@ -65,6 +65,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ti_slurm.client import Job, get_job, jobs, load, plan, render, submit
+    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.core.states import JobState
     from ti_slurm.errors import (
         BackendError,
         ConfigError,
@@ -74,10 +76,9 @@ if TYPE_CHECKING:
         TiSlurmError,
         UnknownJobError,
     )
-    from ti_slurm.job.plan import JobPlan
-    from ti_slurm.job.states import JobState
     from ti_slurm.spec import JobSpec
     from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
+    from ti_slurm.version import __version__
 
 
 def __getattr__(name: str) -> object:

@@ -17,13 +17,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ti_slurm import __version__
+from ti_slurm.version import __version__
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.job.modes import mode_names
 
 if TYPE_CHECKING:
     from ti_slurm.client import Job
-    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.core.plan import JobPlan
     from ti_slurm.status import JobStatus
 
 

@@ -29,10 +29,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
+from ti_slurm.core.paths import JobPaths, node_label, parse_events
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
-from ti_slurm.job.paths import JobPaths, node_label, parse_events
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.states import JobState
 from ti_slurm.spec import JobSpec, load_spec, parse_spec
 from ti_slurm.status import JobStatus, job_status
 
@@ -235,9 +235,7 @@ def check_job_id(job_id: object) -> None:
     if not isinstance(job_id, str):
         raise ConfigError("job id", job_id, "expected the id as text, as submit printed it (e.g. '5603576')")
     if not JOB_ID.fullmatch(job_id):
-        raise ConfigError(
-            "job id", job_id, "not a job id (digits, an array task 123_4, a component 123+1, or local-N)"
-        )
+        raise ConfigError("job id", job_id, "not a job id (digits, an array task 123_4, a component 123+1, or local-N)")
 
 
 def jobs(

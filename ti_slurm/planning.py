@@ -1,7 +1,7 @@
 """Spec -> plan: decide everything about a job before it is submitted.
 
 :func:`make_plan` is pure: a validated spec and the site config in, a
-:class:`~ti_slurm.job.plan.JobPlan` out. :func:`plan_job` is what ``submit``
+:class:`~ti_slurm.core.plan.JobPlan` out. :func:`plan_job` is what ``submit``
 does first, in the CLI and the Python API alike: paths made absolute where the
 job will run, the site config applied, and the variables whose size grows
 with the job checked against Linux's limit.
@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any
 
+from ti_slurm.core.environ import MAX_ENV_STRING
+from ti_slurm.core.plan import JobPlan
 from ti_slurm.errors import SpecError
-from ti_slurm.job.contract import MAX_ENV_STRING
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.plan import JobPlan
 from ti_slurm.site import SiteConfig, load_site_config
 from ti_slurm.spec import JobSpec, PreflightSpec
 

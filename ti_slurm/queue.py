@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
 from ti_slurm.backends.base import Backend, JobInfo
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.states import JobState
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 
 FOLLOW_FIRST = 2.0  # seconds before a follower first asks the queue again ...
 FOLLOW_MAX = 60.0  # ... backing off to about once a minute

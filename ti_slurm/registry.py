@@ -13,8 +13,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from ti_slurm.backends.base import JobInfo, open_regular
-from ti_slurm.job.states import JobState
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.core.files import open_regular
+from ti_slurm.core.states import JobState
 
 MAX_RECORD = 1 << 16  # a job's record is a few hundred bytes
 

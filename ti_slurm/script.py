@@ -1,4 +1,4 @@
-"""The sbatch script of a :class:`~ti_slurm.job.plan.JobPlan` (pure: :func:`render`).
+"""The sbatch script of a :class:`~ti_slurm.core.plan.JobPlan` (pure: :func:`render`).
 
 The template lives in ``templates/sbatch/`` and renders with StrictUndefined.
 User text never becomes template source: it reaches the template only as
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import jinja2
 
-from ti_slurm import __version__
-from ti_slurm.job.paths import PLAN
-from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.version import __version__
+from ti_slurm.core.paths import PLAN
+from ti_slurm.core.plan import Component, JobPlan
 
 _TEMPLATE_DIRS = (
     Path(__file__).resolve().parent / "templates" / "sbatch",  # installed wheel

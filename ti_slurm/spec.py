@@ -22,8 +22,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.errors import SpecError
-from ti_slurm.job.contract import MAX_ENV_STRING
 from ti_slurm.job.modes import get_mode, mode_names
 
 # the spec fields that give a role its own resources, in any mode (each mode takes some of them)
@@ -338,8 +338,8 @@ class JobSpec(_Strict):
             if isinstance(value, str):
                 _reject_control(f"sbatch.{key}", value)
             if key in ("exclude", "nodelist"):  # a restarted job adds the nodes it lost to its own exclude
+                from ti_slurm.core.hostlist import expand
                 from ti_slurm.errors import HostlistError
-                from ti_slurm.job.hostlist import expand
 
                 try:
                     expand(str(value))

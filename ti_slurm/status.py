@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.job.hostlist import compress
-from ti_slurm.job.paths import node_label
-from ti_slurm.job.states import JobState
+from ti_slurm.core.hostlist import compress
+from ti_slurm.core.paths import node_label
+from ti_slurm.core.states import JobState
 
 PENDING_FOREVER = {  # Slurm's reasons for a job that cannot start as its partition stands
     "PartitionConfig": "the job asks for more than the partition has",

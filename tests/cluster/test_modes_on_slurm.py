@@ -317,7 +317,7 @@ def test_status_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
 
 def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) -> None:
     """The README's recipe: the job's own step, with --print-env, run again inside the allocation."""
-    from ti_slurm.job import main as job_main
+    from ti_slurm.job import main_command
 
     job = Job(tmp_path, "mode: mpi\nnodes: 2\ngpus_per_node: 2\ncommand: sleep 120", wait=False)
     try:
@@ -325,7 +325,7 @@ def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) ->
         deadline = time.monotonic() + 60
         while not plan.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-        step = job_main.command("python3", "node", str(plan), "0", str(job.job_dir), "--print-env")
+        step = main_command("python3", "node", str(plan), "0", str(job.job_dir), "--print-env")
         out = subprocess.run(
             ["srun", f"--jobid={job.id}", "--overlap", "-N", "2", "-l", *step],
             capture_output=True,

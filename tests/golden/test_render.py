@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ti_slurm.job.plan import JobPlan
+from ti_slurm.core.plan import JobPlan
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
 from ti_slurm.site import SiteConfig

@@ -187,7 +187,7 @@ def test_what_is_not_a_job_id_never_reaches_slurm_or_the_registry(tmp_path: Path
     shims = tmp_path / "bin"
     shims.mkdir()
     for tool in ("scancel", "scontrol", "squeue"):
-        (shims / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path / 'ran'}\n")
+        (shims / tool).write_text(f'#!/bin/sh\necho {tool} "$@" >> {tmp_path / "ran"}\n')
         (shims / tool).chmod(0o755)
     env = {"PATH": f"{shims}:{os.environ['PATH']}", "XDG_STATE_HOME": str(tmp_path / "state")}
     for command in ("cancel", "status", "logs"):

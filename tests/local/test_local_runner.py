@@ -341,7 +341,7 @@ def test_a_yaml_spec_typed_as_the_readme_prints_it_runs_as_meant(tmp_path: Path)
         "mode: mpi\nnodes: 2\nrdma: off\npreflight: off\n"
         "restart: {max: 3, on: [preempt, timeout, node_fail]}\n"
         "env: {OMP_NUM_THREADS: 4, VER: 1.10, DEBUG: yes}\n"
-        "command: echo \"threads=$OMP_NUM_THREADS ver=$VER debug=$DEBUG rdma=${NCCL_IB_HCA:-none}\""
+        'command: echo "threads=$OMP_NUM_THREADS ver=$VER debug=$DEBUG rdma=${NCCL_IB_HCA:-none}"'
     )
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 0, res.stderr

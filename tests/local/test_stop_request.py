@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ti_slurm.job.paths import JobPaths
+from ti_slurm.core.paths import JobPaths
 from ti_slurm.job.supervisor import Launch, SlurmLauncher
 
 # a node's step: watches for its stop request, stops "its command" on SIGTERM taking GRACE seconds,

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
-from ti_slurm.job.paths import JobPaths
-from ti_slurm.job.plan import JobPlan
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
 from ti_slurm.job.supervisor import Launch
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ti_slurm.core.plan import Container, JobPlan
 from ti_slurm.errors import ConfigError
 from ti_slurm.job.container import ImageRun, image_env, read_oci_conf
-from ti_slurm.job.plan import Container, JobPlan
 from ti_slurm.job.relay import CLIENT, Relay, read_request
 from ti_slurm.planning import make_plan
 from ti_slurm.site import parse_site_config

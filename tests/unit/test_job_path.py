@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ti_slurm.job import main as job_main
-from ti_slurm.job.plan import Component, JobPlan
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.shell import shell_quote
+from ti_slurm.job import main_command
 
 # Never on the job path: the heavy libraries, and the stdlib modules only the CLI or running a command need.
 NOT_ON_THE_JOB_PATH = {
@@ -39,7 +41,7 @@ def write_plan(tmp_path: Path, mode: str = "mpi", nodes: int = 6) -> Path:
 
 def run_job_main(*args: str, env: dict[str, str], extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*job_main.command(sys.executable, *args)[:3], *extra, *job_main.command(sys.executable, *args)[3:]],
+        [*main_command(sys.executable, *args)[:3], *extra, *main_command(sys.executable, *args)[3:]],
         env=env,
         capture_output=True,
         text=True,
@@ -108,25 +110,34 @@ def test_bad_arguments_print_the_usage(tmp_path: Path) -> None:
 
 @given(st.text())
 def test_shell_quote_is_shlex_quote(value: str) -> None:
-    assert job_main.shell_quote(value) == shlex.quote(value)
+    assert shell_quote(value) == shlex.quote(value)
 
 
 def test_shell_quote_round_trips_through_bash() -> None:
     for value in ("", "a b", "it's", "$HOME", "`id`", "a\nb", "x;rm -rf /", "ü"):
         echoed = subprocess.run(
-            ["bash", "-c", f"printf %s {job_main.shell_quote(value)}"], capture_output=True, text=True, check=True
+            ["bash", "-c", f"printf %s {shell_quote(value)}"], capture_output=True, text=True, check=True
         )
         assert echoed.stdout == value
 
 
-# -- the boundary: ti_slurm/job imports only the standard library and its own light modules ---------
-ALLOWED_OUTSIDE_THE_JOB_PACKAGE = {"ti_slurm", "ti_slurm.errors", "ti_slurm.site"}
+# -- the boundary: ti_slurm/job and ti_slurm/core import only the standard library and light modules ---
+PACKAGE = Path(main_command("python3")[3]).resolve().parents[1]  # <root>/ti_slurm
+# what each light package may import beyond the standard library and itself
+ALLOWED = {
+    "job": ("ti_slurm.job", "ti_slurm.core", "ti_slurm.errors", "ti_slurm.site"),
+    "core": ("ti_slurm.core", "ti_slurm.errors"),
+}
 # Ray's node runtime asks Ray itself how many nodes joined, in a process of its own (the job's Ray)
 FRAMEWORK_IMPORTS = {("ray.py", "ray")}
 
 
+def light_modules(package: str) -> list[Path]:
+    return sorted((PACKAGE / package).rglob("*.py"))
+
+
 def job_modules() -> list[Path]:
-    return sorted((Path(job_main.__file__).parent).rglob("*.py"))
+    return light_modules("job") + light_modules("core")
 
 
 def runtime_imports(path: Path) -> list[tuple[int, str]]:
@@ -149,25 +160,24 @@ def runtime_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def test_the_job_package_imports_only_the_standard_library_and_itself() -> None:
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_the_light_packages_import_only_the_standard_library_and_what_they_may(package: str) -> None:
     stdlib = sys.stdlib_module_names
     offenders = []
-    for path in job_modules():
+    for path in light_modules(package):
         for line, module in runtime_imports(path):
             top = module.split(".")[0]
-            inside = module.startswith("ti_slurm.job") or module in ALLOWED_OUTSIDE_THE_JOB_PACKAGE
+            inside = module == "ti_slurm" or module.startswith(ALLOWED[package])
             if not (top in stdlib or top == "__future__" or inside or (path.name, module) in FRAMEWORK_IMPORTS):
-                offenders.append(f"{path.name}:{line}: {module}")
+                offenders.append(f"{package}/{path.name}:{line}: {module}")
     assert offenders == []
-    assert len(job_modules()) > 10  # the scan sees the package at all
+    assert len(light_modules(package)) > 5  # the scan sees the package at all
 
 
 def test_importing_every_job_module_loads_no_third_party_package(tmp_path: Path) -> None:
-    root = Path(job_main.__file__).resolve().parents[2]
+    root = PACKAGE.parent
     names = [
-        "ti_slurm.job." + ".".join(p.relative_to(root / "ti_slurm" / "job").with_suffix("").parts)
-        for p in job_modules()
-        if p.name not in ("__init__.py", "__main__.py")
+        ".".join(p.relative_to(root).with_suffix("").parts) for p in job_modules() if p.name != "__main__.py"
     ]
     probe = (
         f"import sys; sys.path.insert(0, {str(root)!r}); import importlib\n"

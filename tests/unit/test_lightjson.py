@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ti_slurm.job import lightjson
+from ti_slurm.core import lightjson
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 documents = st.recursive(scalars, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=30)
@@ -47,7 +47,7 @@ def test_bad_json_is_a_value_error_where_json_was_never_imported() -> None:
 
     root = Path(lightjson.__file__).resolve().parents[2]
     probe = (
-        f"import sys; sys.path.insert(0, {str(root)!r}); from ti_slurm.job import lightjson\n"
+        f"import sys; sys.path.insert(0, {str(root)!r}); from ti_slurm.core import lightjson\n"
         "for text in ('{not json', '', '[1,]', 'NaN', '[1] x'):\n"
         "    try:\n"
         "        lightjson.loads(text)\n"

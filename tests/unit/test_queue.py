@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.job.plan import Component, JobPlan
-from ti_slurm.job.states import JobState
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.queue import SharedQueue, parse_sinfo, slurm_minutes, unfit_reason
 from ti_slurm.status import JobStatus, progress_line
 

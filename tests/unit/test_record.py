@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ti_slurm.job.plan import Component, JobPlan
-from ti_slurm.job.record import Record
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.record import Record
 
 
 class Point(Record):

@@ -15,11 +15,11 @@ import pytest
 from supervisor_fakes import FakeLauncher, events
 
 from ti_slurm.backends.base import JobInfo
+from ti_slurm.core.paths import JobPaths, parse_events
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.errors import SpecError
-from ti_slurm.job.paths import JobPaths, parse_events
-from ti_slurm.job.plan import Component, JobPlan
 from ti_slurm.job.restart import parse_node_states, parse_show_job, requeue_target, should_requeue, unreachable
-from ti_slurm.job.states import JobState
 from ti_slurm.job.supervisor import Supervisor
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render

@@ -81,7 +81,7 @@ class FakeSlurm:
 
 
 def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.core.plan import Component, JobPlan
 
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
@@ -92,7 +92,7 @@ def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type
 
 
 def test_a_refused_job_is_a_submission_error_with_sbatch_reason(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.core.plan import Component, JobPlan
 
     refused = "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 1, "", refused)})
@@ -127,7 +127,7 @@ def test_cancel_is_scancel_and_its_failure_one_line() -> None:
 
 
 def test_a_job_that_can_never_start_is_refused_before_sbatch(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.core.plan import Component, JobPlan
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no partitions shared by another submit
     runner = FakeSlurm({"sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|4|gpu:8|infinite\n", "")})
@@ -138,7 +138,7 @@ def test_a_job_that_can_never_start_is_refused_before_sbatch(tmp_path, monkeypat
 
 
 def test_partitions_are_shared_and_checked_again_before_a_refusal(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ti_slurm.job.plan import Component, JobPlan
+    from ti_slurm.core.plan import Component, JobPlan
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     runner = FakeSlurm(

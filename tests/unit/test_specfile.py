@@ -73,15 +73,30 @@ preflight: true
 def test_every_field_reads_as_typed(write_spec) -> None:
     ps = load_spec(write_spec(PS_WORKER))
     assert (ps.name, ps.command, ps.mem, ps.partition, ps.account, ps.qos, ps.time) == (
-        "2026.10", "1.10", "4096", "off", "no", "yes", "1:30:00"
+        "2026.10",
+        "1.10",
+        "4096",
+        "off",
+        "no",
+        "yes",
+        "1:30:00",
     )
     assert ps.env == {
-        "OMP_NUM_THREADS": "4", "VER": "1.10", "FLAG": "yes", "OFF": "off", "OCT": "0777", "DAY": "2026-12-01",
-        "NIL": "", "Q": "on",
+        "OMP_NUM_THREADS": "4",
+        "VER": "1.10",
+        "FLAG": "yes",
+        "OFF": "off",
+        "OCT": "0777",
+        "DAY": "2026-12-01",
+        "NIL": "",
+        "Q": "on",
     }
     assert ps.ps is not None and ps.ps.container is not None
     assert (ps.ps.mem, ps.ps.partition, ps.ps.container.image, ps.ps.container.mounts) == (
-        "1024", "on", "1.0", ["/data:/data:ro"]
+        "1024",
+        "on",
+        "1.0",
+        ["/data:/data:ro"],
     )
     assert ps.sbatch == {"exclusive": True, "nice": 10, "constraint": "on"}
     assert (ps.output_dir, ps.workdir, ps.checkpoint_dir) == ("0777", "2026-12-01", "~/ckpt")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.job.paths import parse_events
-from ti_slurm.job.states import JobState
+from ti_slurm.core.paths import parse_events
+from ti_slurm.core.states import JobState
 from ti_slurm.status import format_status, job_status, progress_line
 
 JOB = JobInfo("12", "demo", "slurm", "/jobs/12", submission="s1")

@@ -8,8 +8,8 @@ from typing import Any, cast
 import pytest
 from supervisor_fakes import FakeLauncher, FakeProcess, events
 
-from ti_slurm.job.plan import Component, JobPlan
-from ti_slurm.job.states import JobState
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.job.supervisor import Launch, Supervisor
 
 

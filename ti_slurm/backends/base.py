@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.states import JobState
+from ti_slurm.core.files import open_regular
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 
 
 @dataclass
@@ -84,18 +85,6 @@ def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> byt
             return fh.read(-1 if size is None else size)
     except OSError:
         return None
-
-
-def open_regular(path: str) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file (a FIFO put in its place must not hang a reader)."""
-    import os
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path}: not a regular file")
-    return os.fdopen(fd, "rb")
 
 
 def read_local_tail(path: str, size: int) -> bytes | None:

@@ -13,15 +13,15 @@ import sys
 import time
 
 from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
+from ti_slurm.core.files import write_atomic
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
-from ti_slurm.job.node import write_atomic
-from ti_slurm.job.paths import JobPaths
-from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import alive, start_group, start_time
-from ti_slurm.job.states import JobState
 
 
 def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64) -> int:

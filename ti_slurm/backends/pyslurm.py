@@ -36,9 +36,9 @@ from ti_slurm.backends.slurm import (
     parse_version,
     run_local,
 )
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.states import JobState
 from ti_slurm.script import slurm_filename
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
@@ -274,7 +274,7 @@ class PyslurmBackend(SlurmBackend):
             nodes = self.pyslurm.Nodes.load()
         except self.pyslurm.RPCError as exc:
             raise self.rpc_error("loading the partitions", exc) from None
-        from ti_slurm.job.hostlist import expand
+        from ti_slurm.core.hostlist import expand
 
         rows = [
             {
@@ -315,7 +315,7 @@ class PyslurmBackend(SlurmBackend):
         return None
 
     def find_job_dir(self, job_id: str) -> str | None:
-        from ti_slurm.job.paths import JobPaths
+        from ti_slurm.core.paths import JobPaths
 
         try:
             job = self.pyslurm.Job.load(int(job_id))

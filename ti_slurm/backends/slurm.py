@@ -19,10 +19,10 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
 from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, SubmissionError
-from ti_slurm.job.paths import JobPaths
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.states import JobState
 
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 _VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")

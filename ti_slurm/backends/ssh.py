@@ -64,15 +64,19 @@ from ti_slurm.backends.slurm import (  # noqa: E402
     parse_job_id,
     refuse_unfit,
 )
+from ti_slurm.core.plan import JobPlan  # noqa: E402
 from ti_slurm.errors import BackendError, ConfigError, SpecError, SubmissionError  # noqa: E402
-from ti_slurm.job.plan import JobPlan  # noqa: E402
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False
 SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
 PYTHON_END = "--ti-slurm-python-end--"  # ... and after what the job's Python said of ti-slurm
 # run by the job's Python on the login node before anything is submitted: it must import ti-slurm's plan
-PYTHON_PROBE = "from ti_slurm.job.plan import PLAN_VERSION; print('ti-slurm-plan', PLAN_VERSION)"
+# the plan version of the job's Python's ti-slurm (before 0.2 the plan lived in ti_slurm.job.plan)
+PYTHON_PROBE = (
+    "import importlib, importlib.util as u; print('ti-slurm-plan', importlib.import_module("
+    "'ti_slurm.core.plan' if u.find_spec('ti_slurm.core') else 'ti_slurm.job.plan').PLAN_VERSION)"
+)
 LEAKING = "|".join(LEAKING_PREFIXES)  # job_environment's rule, as the remote shell's grep patterns
 KEPT_HERE = "|".join(sorted(KEPT))
 OUTPUT_GRACE = 2.0  # seconds to keep reading after the exit status, until the server closes the channel
@@ -545,7 +549,7 @@ class SSHBackend(SlurmBackend):
     def check_python(self, python: str, said: str) -> None:
         """Refuse a job whose Python (on the login node) cannot import ti-slurm, or a ti-slurm of another plan
         version: its batch script would fail before it could record anything."""
-        from ti_slurm.job.plan import PLAN_VERSION
+        from ti_slurm.core.plan import PLAN_VERSION
 
         lines = said.strip().splitlines()
         if lines and lines[-1] == f"ti-slurm-plan {PLAN_VERSION}":

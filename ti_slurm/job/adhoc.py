@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
+from ti_slurm.core.hostlist import expand
+from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.errors import ContractError
-from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.plan import Component, JobPlan
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:

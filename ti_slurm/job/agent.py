@@ -87,9 +87,9 @@ def remote_argv(words: list[str], env: Mapping[str, str]) -> list[str]:
     """What runs on the target node: ``words`` joined as ssh joins them, by ``sh``, or in the node's image."""
     command = " ".join(words) if words else "exec ${SHELL:-/bin/sh} -l"
     if env.get("TI_SLURM_AGENT_IN_IMAGE") == "1":
-        from ti_slurm.job import main
+        from ti_slurm.job import main_command
 
-        return main.command(sys.executable, "in-image", env["TI_SLURM_JOB_DIR"], env["TI_SLURM_COMPONENT"], command)
+        return main_command(sys.executable, "in-image", env["TI_SLURM_JOB_DIR"], env["TI_SLURM_COMPONENT"], command)
     return ["/bin/sh", "-c", command]
 
 

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import os
 
-from ti_slurm.job.paths import JobPaths, node_label
+from ti_slurm.core.paths import JobPaths, node_label
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ti_slurm.job.plan import Container, JobPlan
+    from ti_slurm.core.plan import Container, JobPlan
 
 RUNTIMES = ("pyxis", "oci")
 DEFAULT_RUNTIME = "pyxis"
@@ -198,7 +198,7 @@ class ImageRun:
     def _script(self, command: str) -> str:
         """The shell text run in the image: the holder (:data:`HOLDER`), into the workdir, the launch agent first
         on PATH, then the command."""
-        from ti_slurm.job.main import shell_quote
+        from ti_slurm.core.shell import shell_quote
 
         lines = [HOLDER]
         if self.plan.checkpoint_signal:

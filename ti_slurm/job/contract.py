@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 
+from ti_slurm.core.environ import MAX_ENV_STRING, env_string_size
+from ti_slurm.core.hostlist import expand
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.record import Record
 from ti_slurm.errors import ContractError
-from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.plan import JobPlan
-from ti_slurm.job.record import Record
+from ti_slurm.job.modes.base import JobLayout, NodeContext
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -45,42 +47,6 @@ RDMA_ENV: dict[str, str] = {
     "GLOO_SOCKET_IFNAME": "eth0",
     "TCCL_TOPO_AFFINITY": "4",
 }
-
-MAX_ENV_STRING = 32 * 4096  # Linux's MAX_ARG_STRLEN: one "NAME=value" string, NUL included
-
-
-class JobLayout(Record):
-    """What every node of one job sees alike."""
-
-    job_id: int
-    nodes: tuple[tuple[str, ...], ...]  # node names per component, in rank order
-    ports: tuple[tuple[int, ...], ...]  # a port per node, per component
-    partitions: tuple[str, ...]
-    addr: Callable[[str], str]
-
-    def global_index(self, component: int, index: int) -> int:
-        return sum(len(names) for names in self.nodes[:component]) + index
-
-
-class NodeContext(Record):
-    """One node's place in a job: what a mode needs to compute its variables."""
-
-    plan: JobPlan
-    layout: JobLayout
-    component: int  # the component's index
-    index: int  # node index within the component (SLURM_NODEID)
-    job_dir: str
-
-    @property
-    def global_index(self) -> int:
-        return self.layout.global_index(self.component, self.index)
-
-    @property
-    def name(self) -> str:
-        return self.layout.nodes[self.component][self.index]
-
-    def port(self, component: int, index: int = 0) -> int:
-        return self.layout.ports[component][index]
 
 
 class NodeContract(Record):
@@ -238,13 +204,6 @@ def rdma_env(plan: JobPlan, component: int, partition: str) -> dict[str, str]:
     return out
 
 
-def env_string_size(name: str, value: str) -> int:
-    """Bytes one variable takes in a process's environment (what MAX_ARG_STRLEN limits)."""
-    # isascii() is O(1) in CPython, and then characters are bytes: no 100 KB encode per variable
-    size = len(value) if value.isascii() else len(value.encode())
-    return len(name.encode()) + 1 + size + 1
-
-
 def check_env_sizes(env: Mapping[str, str]) -> None:
     """Fail with the variable's name instead of letting exec fail with E2BIG."""
     for name, value in env.items():
@@ -258,7 +217,7 @@ def check_env_sizes(env: Mapping[str, str]) -> None:
 
 def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir: str) -> NodeContract:
     """This node's contract: the node is ``SLURM_NODEID`` within component number ``component``."""
-    from ti_slurm.job.paths import JobPaths
+    from ti_slurm.core.paths import JobPaths
 
     shared = read_addresses(JobPaths(job_dir).addresses)
     layout = job_layout(plan, env, shared)
@@ -322,7 +281,7 @@ def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
     A relative workdir (a remote submission's, from the login's home) is where the batch script went, and
     so every node's step's own working directory.
     """
-    from ti_slurm.job.paths import JobPaths
+    from ti_slurm.core.paths import JobPaths
 
     if not plan.checkpoint_dir:
         return JobPaths(job_dir).checkpoint_dir
@@ -332,7 +291,7 @@ def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
 
 def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
     """The checkpoint contract: which attempt this is, where checkpoints survive, the heartbeat file."""
-    from ti_slurm.job.paths import JobPaths
+    from ti_slurm.core.paths import JobPaths
 
     count = env.get("SLURM_RESTART_COUNT", "0")
     out = {

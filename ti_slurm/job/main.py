@@ -28,24 +28,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.core.plan import JobPlan
 
-_SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_")
 USAGE = (
     "usage: main.py node PLAN COMPONENT JOB_DIR [--print-env] | agent SSH-ARGS... | in-image JOB_DIR COMPONENT COMMAND"
 )
-
-
-def command(python: str, *args: str) -> list[str]:
-    """The argv that runs ``job/main.py ARGS`` with ``python``, which must have this same install."""
-    return [python, "-I", "-S", os.path.abspath(__file__), *args]
-
-
-def shell_quote(value: str) -> str:
-    """``shlex.quote`` without importing ``shlex`` (and ``re``) on the job path."""
-    if value and _SHELL_SAFE.issuperset(value):
-        return value
-    return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
 def env_changes(env: Mapping[str, str], inherited: Mapping[str, str]) -> dict[str, str]:
@@ -55,13 +42,15 @@ def env_changes(env: Mapping[str, str], inherited: Mapping[str, str]) -> dict[st
 
 def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
     """``export`` lines for :func:`env_changes`."""
+    from ti_slurm.core.shell import shell_quote
+
     sys.stdout.write("".join(f"export {k}={shell_quote(v)}\n" for k, v in env_changes(env, inherited).items()))
 
 
 def read_plan(plan_path: str) -> JobPlan:
     """The job's plan; one line when it cannot be read."""
+    from ti_slurm.core.plan import JobPlan
     from ti_slurm.errors import TiSlurmError
-    from ti_slurm.job.plan import JobPlan
 
     try:
         with open(plan_path, encoding="utf-8") as fh:
@@ -87,9 +76,9 @@ def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
 def in_image(job_dir: str, component_name: str, command: str) -> int:
     """Run ``command`` on this node inside the image of the job's component ``component_name`` (the launch
     agent's remote end in a container job); its exit code."""
+    from ti_slurm.core.paths import JobPaths
     from ti_slurm.errors import TiSlurmError
     from ti_slurm.job.container import ImageRun
-    from ti_slurm.job.paths import JobPaths
     from ti_slurm.job.process import exit_code
 
     plan = read_plan(JobPaths(job_dir).plan)

@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import time
 
+from ti_slurm.core.files import write_atomic
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.record import Record
+from ti_slurm.core.shell import shell_quote
+from ti_slurm.job import main_command
 from ti_slurm.job.contract import NodeContract, apply, node_contract
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.paths import JobPaths
-from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import run_command
-from ti_slurm.job.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -31,29 +34,11 @@ if TYPE_CHECKING:
     from ti_slurm.job.container import ImageRun
 
 
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` via a temporary file and rename (safe when nodes race)."""
-    tmp = f"{path}.tmp.{os.getpid()}.{os.uname().nodename}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: no half-written file is left behind
-        try:  # noqa: SIM105 (contextlib is not imported on the job path)
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str, in_image: bool = False) -> None:
     """Write the hostfile and the launch agent (as ``bin/ssh``) that this node's mode needs; in an image, the
     agent is the relay's client (:mod:`ti_slurm.job.relay`)."""
     if contract.hostfile is None:
         return
-    from ti_slurm.job import main
-
     paths = JobPaths(job_dir)
     write_atomic(paths.hostfile, contract.hostfile)
     os.makedirs(paths.agent_dir, exist_ok=True)
@@ -62,7 +47,7 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str, in_image:
 
         agent = CLIENT
     else:
-        argv = " ".join(main.shell_quote(word) for word in main.command(plan.python, "agent"))
+        argv = " ".join(shell_quote(word) for word in main_command(plan.python, "agent"))
         agent = f'#!/bin/sh\nexec {argv} "$@"\n'
     write_atomic(os.path.join(paths.agent_dir, "ssh"), agent, 0o755)
     write_atomic(os.path.join(paths.agent_dir, "ti-slurm-ssh"), agent, 0o755)
@@ -73,7 +58,7 @@ def record_exit(
 ) -> None:
     """Write this node's exit record (``nodes/<component>.<index>.json``) for the supervisor and ``status``;
     ``error`` is why ti-slurm ended it (a failed preflight), when it did."""
-    from ti_slurm.job import lightjson
+    from ti_slurm.core import lightjson
 
     paths = JobPaths(job_dir)
     os.makedirs(paths.nodes_dir, exist_ok=True)
@@ -183,10 +168,9 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
         if problem:
             return refuse(NodeRun(plan, component, contract, env, job_dir, started), problem)
         if contract.hostfile is not None:  # the mode has a launch agent: the image's reaches it through a relay
-            from ti_slurm.job import main
             from ti_slurm.job.relay import Relay
 
-            relay = Relay(main.command(plan.python, "agent"), env, JobPaths(job_dir).agent_dir, contract.node)
+            relay = Relay(main_command(plan.python, "agent"), env, JobPaths(job_dir).agent_dir, contract.node)
             relay.start()
             env["TI_SLURM_AGENT_RELAY"] = relay.address
     run = NodeRun(plan, component, contract, env, job_dir, started, image)

@@ -24,8 +24,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ti_slurm.core.plan import JobPlan
     from ti_slurm.job.contract import NodeContract
-    from ti_slurm.job.plan import JobPlan
 
 PREFLIGHT_EXIT = 125
 ALL_NAMES_UP_TO = 256  # larger jobs check the master's name and their own (each lookup may be DNS)

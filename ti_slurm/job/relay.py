@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from ti_slurm.job.node import write_atomic
+from ti_slurm.core.files import write_atomic
 from ti_slurm.job.process import exit_code
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path

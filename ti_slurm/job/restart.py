@@ -14,13 +14,13 @@ when an interruption happens.
 
 from __future__ import annotations
 
-from ti_slurm.job.states import JobState
+from ti_slurm.core.states import JobState
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.core.plan import JobPlan
 
 CAUSE_STATES = {
     "preempt": JobState.PREEMPTED,

@@ -47,12 +47,13 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol
 
-from ti_slurm.job import main
+from ti_slurm.core.hostlist import expand
+from ti_slurm.core.paths import JobPaths, parse_events
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.job import main_command
 from ti_slurm.job.beat import ALIVE_EVERY, LOST_AFTER, BeatListener
-from ti_slurm.job.hostlist import expand
 from ti_slurm.job.modes import get_mode
-from ti_slurm.job.paths import JobPaths, parse_events
-from ti_slurm.job.plan import JobPlan
 from ti_slurm.job.process import (
     become_subreaper,
     descendants,
@@ -63,7 +64,6 @@ from ti_slurm.job.process import (
     terminate,
 )
 from ti_slurm.job.restart import CAUSE_STATES, SlurmControl, preempted, should_requeue
-from ti_slurm.job.states import JobState
 from ti_slurm.job.watch import last_output, mtime, step_alive_file
 
 POLL_SECONDS = 0.1
@@ -115,7 +115,7 @@ class Launcher(Protocol):
 
 def node_command(plan: JobPlan, component: int, job_dir: str) -> list[str]:
     """Each node's step: ``job/main.py node`` on the bare interpreter."""
-    return main.command(plan.python, "node", JobPaths(job_dir).plan, str(component), job_dir)
+    return main_command(plan.python, "node", JobPaths(job_dir).plan, str(component), job_dir)
 
 
 class SlurmLauncher:
@@ -167,7 +167,7 @@ class SlurmLauncher:
         # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
         # srun then ends by itself. Not a signal to srun: on SIGTERM it kills the tasks at once, and on
         # Slurm 25.11 one srun of a heterogeneous job getting SIGTERM cancels the whole job, this one too.
-        from ti_slurm.job.node import write_atomic
+        from ti_slurm.core.files import write_atomic
 
         write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.restart_count}\n")
         deadline = time.monotonic() + grace + STOP_MARGIN
@@ -184,7 +184,7 @@ class SlurmLauncher:
         # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own
         # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
         # for this file while its command runs and passes the signal to the command's processes only.
-        from ti_slurm.job.node import write_atomic
+        from ti_slurm.core.files import write_atomic
 
         write_atomic(JobPaths(self.job_dir).signal, f"{self.restart_count} {signal.Signals(signum).name}\n")
 
@@ -416,14 +416,14 @@ class Supervisor:
         """Resolve every node's name once, here, for every node's contract (and the preflight's check)."""
         names = [name for c in range(len(self.plan.components)) for name in self.launcher.node_names(c)]
         if len(names) <= ADDRESSES_UP_TO and self.launcher.resolves_names:
+            from ti_slurm.core.files import write_atomic
             from ti_slurm.job.contract import resolve_all
-            from ti_slurm.job.node import write_atomic
 
             write_atomic(self.paths.addresses, resolve_all(names))
 
     def listen_for_beats(self) -> None:
         """Take the nodes' liveness datagrams (no listener, e.g. no socket to be had: their files alone)."""
-        from ti_slurm.job.node import write_atomic
+        from ti_slurm.core.files import write_atomic
 
         try:
             self.beats = BeatListener()
@@ -681,7 +681,7 @@ class Supervisor:
         nodes = list(self.earlier_lost)
         own = self.plan.sbatch.get("exclude")
         if isinstance(own, str) and own:
-            from ti_slurm.job.hostlist import expand
+            from ti_slurm.core.hostlist import expand
 
             nodes += expand(own)
         return nodes

@@ -24,14 +24,14 @@ from __future__ import annotations
 import os
 import time
 
+from ti_slurm.core.paths import JobPaths
 from ti_slurm.job.beat import ALIVE_EVERY, start_beating
-from ti_slurm.job.paths import JobPaths
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     import threading
 
-    from ti_slurm.job.node import NodeRun
+    from ti_slurm.job.modes.base import NodeRunView
 
 HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
 
@@ -89,7 +89,7 @@ def mtime(path: str) -> float:
 class NodeWatch:
     """Called about twice a second while a node's command runs (see :func:`ti_slurm.job.process.run_command`)."""
 
-    def __init__(self, run: NodeRun, watch_silence: bool, signals: bool = False) -> None:
+    def __init__(self, run: NodeRunView, watch_silence: bool, signals: bool = False) -> None:
         paths = JobPaths(run.job_dir)
         # the supervisor's checkpoint signal (Slurm): this attempt's line in the signal file, once
         self.signal_file = paths.signal if signals else ""

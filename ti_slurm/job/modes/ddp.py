@@ -19,13 +19,12 @@ import os
 import sys
 import time
 
-from ti_slurm.job.modes import Mode
-from ti_slurm.job.paths import JobPaths
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.job.modes.base import Mode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from ti_slurm.job.contract import NodeContext
-    from ti_slurm.job.node import NodeRun
+    from ti_slurm.job.modes.base import NodeContext, NodeRunView
 
 RENDEZVOUS_EXIT = 124  # like timeout(1)
 
@@ -74,7 +73,7 @@ class DDP(Mode):
     def listen_ports(self, ctx: NodeContext) -> list[tuple[int, str]]:
         return [(int(self.node_env(ctx)["MASTER_PORT"]), "MASTER_PORT")] if ctx.global_index == 0 else []
 
-    def run_node(self, run: NodeRun) -> int:
+    def run_node(self, run: NodeRunView) -> int:
         if run.contract.role == "master":
             return run.run_command()
         env, plan = run.env, run.plan

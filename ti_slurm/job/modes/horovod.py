@@ -6,13 +6,12 @@ MPI mode) until the launcher ends; the job's result is the launcher's.
 
 from __future__ import annotations
 
-from ti_slurm.job.modes import Rule
+from ti_slurm.job.modes.base import Rule
 from ti_slurm.job.modes.mpi import MPI
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from ti_slurm.job.contract import NodeContext
-    from ti_slurm.job.node import NodeRun
+    from ti_slurm.job.modes.base import NodeContext, NodeRunView
 
 
 class Horovod(MPI):
@@ -22,7 +21,7 @@ class Horovod(MPI):
     def runs_command(self, ctx: NodeContext) -> bool:
         return ctx.global_index == 0
 
-    def run_node(self, run: NodeRun) -> int:
+    def run_node(self, run: NodeRunView) -> int:
         if run.contract.runs_command:
             return run.run_command()
         # A worker of a hand-written script (ti-slurm exec on every node): stay allocated until stopped.

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 
-from ti_slurm.job.modes import Mode
-from ti_slurm.job.paths import JobPaths
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.job.modes.base import Mode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from ti_slurm.job.contract import NodeContext
-    from ti_slurm.job.plan import JobPlan
+    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.job.modes.base import NodeContext
 
 
 class MPI(Mode):
@@ -53,7 +53,7 @@ class MPI(Mode):
         return "".join(f"{name} slots={slots}\n" for name in ctx.layout.nodes[0])
 
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:
-        from ti_slurm.job.contract import env_string_size
+        from ti_slurm.core.environ import env_string_size
 
         slots = max(c.slots for c in plan.components)
         worst = ",".join([f"255.255.255.255:{slots}"] * plan.total_nodes)

@@ -9,14 +9,13 @@ task's command gets ModelArts' ``--task_name=ps|worker`` appended.
 
 from __future__ import annotations
 
-from ti_slurm.job import lightjson
-from ti_slurm.job.modes import Mode, Rule, component
+from ti_slurm.core import lightjson
+from ti_slurm.job.modes.base import Mode, Rule, component
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from ti_slurm.job.contract import NodeContext
-    from ti_slurm.job.plan import Component, JobPlan
-    from ti_slurm.spec import JobSpec
+    from ti_slurm.core.plan import Component, JobPlan
+    from ti_slurm.job.modes.base import NodeContext, SpecView
 
 WORST_ADDR = "255.255.255.255:65535"
 
@@ -31,14 +30,14 @@ class PSWorker(Mode):
     rule = Rule(required=("worker",))
     role_fields = ("ps", "worker")
 
-    def check_spec(self, spec: JobSpec) -> None:
+    def check_spec(self, spec: SpecView) -> None:
         from ti_slurm.errors import SpecError
 
         for key in self.role_fields:
             if getattr(spec, key) is None:
                 raise SpecError(key, None, "mode ps-worker needs both 'ps' and 'worker' (each at least 1 node)")
 
-    def components(self, spec: JobSpec) -> tuple[Component, ...]:
+    def components(self, spec: SpecView) -> tuple[Component, ...]:
         # ModelArts tells each task its role with the hyperparameter --task_name
         def command(role: str) -> str:
             return f"{spec.command} --task_name={role}" if spec.platform == "modelarts" else ""
@@ -49,7 +48,7 @@ class PSWorker(Mode):
         return list(self.role_fields)
 
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:
-        from ti_slurm.job.contract import env_string_size
+        from ti_slurm.core.environ import env_string_size
 
         cluster = {c.name: [WORST_ADDR] * c.nodes for c in plan.components}
         worst = tf_config(cluster, {"type": "worker", "index": plan.total_nodes})

@@ -13,14 +13,12 @@ from __future__ import annotations
 import os
 import sys
 
-from ti_slurm.job.modes import Mode, Rule, component
+from ti_slurm.job.modes.base import Mode, Rule, component
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from ti_slurm.job.contract import NodeContext
-    from ti_slurm.job.node import NodeRun
-    from ti_slurm.job.plan import Component, JobPlan
-    from ti_slurm.spec import JobSpec
+    from ti_slurm.core.plan import Component, JobPlan
+    from ti_slurm.job.modes.base import NodeContext, NodeRunView, SpecView
 
 MAX_WORKER_GROUPS = 5  # the TI platform allows at most 5 worker groups
 PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metrics and worker ports
@@ -33,7 +31,7 @@ class Ray(Mode):
     ports_per_node = PORTS_PER_NODE
     ports_per_job = (1 + MAX_WORKER_GROUPS) * PORTS_PER_NODE
 
-    def check_spec(self, spec: JobSpec) -> None:
+    def check_spec(self, spec: SpecView) -> None:
         from ti_slurm.errors import SpecError
 
         for where, cpus in spec.cpu_counts():
@@ -49,7 +47,7 @@ class Ray(Mode):
                 "worker_groups", f"{len(groups)} groups", f"Ray takes at most {MAX_WORKER_GROUPS} worker groups"
             )
 
-    def components(self, spec: JobSpec) -> tuple[Component, ...]:
+    def components(self, spec: SpecView) -> tuple[Component, ...]:
         head = component("head", spec.head, spec)
         return (head, *(component(f"worker{i + 1}", g, spec) for i, g in enumerate(spec.worker_groups or [])))
 
@@ -90,7 +88,7 @@ class Ray(Mode):
         first = base if ctx.component == 0 else base + 1  # the head's GCS port is the block's first
         return [(port, "a Ray port") for port in range(first, base + PORTS_PER_NODE)]
 
-    def run_node(self, run: NodeRun) -> int:
+    def run_node(self, run: NodeRunView) -> int:
         """Head: start Ray, wait for every node, run the command, stop Ray. Worker: join and block.
 
         Every Ray daemon of the job runs under ``ray start --block`` in a process group

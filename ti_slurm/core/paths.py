@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from ti_slurm.job.record import Record
+from ti_slurm.core.record import Record
 
 PLAN = "plan.json"
 STATUS = "status.jsonl"

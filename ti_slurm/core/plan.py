@@ -2,7 +2,7 @@
 
 :func:`ti_slurm.planning.make_plan` makes it at submit. The plan travels into
 the job as JSON and is read back with :meth:`JobPlan.from_json` in every job
-step, so the classes are :class:`~ti_slurm.job.record.Record`s (frozen
+step, so the classes are :class:`~ti_slurm.core.record.Record`s (frozen
 dataclasses without importing ``dataclasses``) and this module imports
 nothing heavy.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from ti_slurm.job.record import Record
+from ti_slurm.core.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class JobPlan(Record):
 
     @classmethod
     def from_json(cls, text: str) -> JobPlan:
-        from ti_slurm.job import lightjson  # the job path: json itself would import re and enum
+        from ti_slurm.core import lightjson  # the job path: json itself would import re and enum
 
         data: dict[str, Any] = lightjson.loads(text)
         if data.get("version") != PLAN_VERSION:

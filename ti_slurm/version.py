@@ -1,0 +1,3 @@
+"""ti-slurm's version (the one place: pyproject.toml reads it from here)."""
+
+__version__ = "0.1.0"
