@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     )
     from ti_slurm.spec import JobSpec
     from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
-    from ti_slurm.version import __version__
+    from ti_slurm.version import __version__ as __version__
 
 
 def __getattr__(name: str) -> object:

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ti_slurm.version import __version__
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.job.modes import mode_names
+from ti_slurm.version import __version__
 
 if TYPE_CHECKING:
     from ti_slurm.client import Job

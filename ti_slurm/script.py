@@ -15,9 +15,9 @@ from pathlib import Path
 
 import jinja2
 
-from ti_slurm.version import __version__
 from ti_slurm.core.paths import PLAN
 from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.version import __version__
 
 _TEMPLATE_DIRS = (
     Path(__file__).resolve().parent / "templates" / "sbatch",  # installed wheel

@@ -176,9 +176,7 @@ def test_the_light_packages_import_only_the_standard_library_and_what_they_may(p
 
 def test_importing_every_job_module_loads_no_third_party_package(tmp_path: Path) -> None:
     root = PACKAGE.parent
-    names = [
-        ".".join(p.relative_to(root).with_suffix("").parts) for p in job_modules() if p.name != "__main__.py"
-    ]
+    names = [".".join(p.relative_to(root).with_suffix("").parts) for p in job_modules() if p.name != "__main__.py"]
     probe = (
         f"import sys; sys.path.insert(0, {str(root)!r}); import importlib\n"
         f"for name in {names!r}: importlib.import_module(name)\n"
