@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ti_slurm.core.choices import NAMED_BACKENDS
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.job.modes import mode_names
 from ti_slurm.version import __version__
@@ -58,23 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remote.add_argument("--accept-new-host-key", action="store_true", help="record the key of a host never seen before")
     remote.add_argument("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-
-    s = sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote])
-    s.add_argument("spec", help="job spec (YAML or JSON)")
-    s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
-    s.add_argument(
-        "--backend",
-        choices=("slurm", "pyslurm", "local"),
-        help="how to reach Slurm: its commands (slurm, the default unless the site config says otherwise), "
-        "pyslurm (in process), or local (= --local)",
-    )
-    s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
-    s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
-    s.add_argument(
-        "--queue-anyway",
-        action="store_true",
-        help="submit a job its partition cannot run as it stands (say, for nodes about to be added)",
-    )
+    _add_submit(sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote]))
 
     st = sub.add_parser("status", help="state of a job, its components and steps", parents=[remote])
     st.add_argument("job")
@@ -92,31 +77,53 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="your jobs and their states", parents=[remote])
     sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
 
-    for name, helptext in (
-        ("env", "print this node's contract variables (inside a job)"),
-        ("exec", "run a command with this node's contract (srun ti-slurm exec --mode M -- CMD)"),
-    ):
-        e = sub.add_parser(name, help=helptext)
-        e.add_argument("--mode", required=True, choices=mode_names())
-        e.add_argument(
-            "--gpus-per-node", type=bounded(0, 64), default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0"
-        )
-        e.add_argument("--master-port", type=bounded(1024, 65535), default=None)
-        e.add_argument("--rdma", choices=("auto", "on", "off"), default="auto")
-        e.add_argument(
-            "--group",
-            "--component",
-            dest="component",
-            type=int,
-            default=None,
-            help="the component's index in a heterogeneous job",
-        )
-        e.add_argument("--rendezvous-timeout", type=bounded(1, 86400), default=300)
-        if name == "env":
-            e.add_argument("--format", choices=("shell", "json"), default="shell")
-        else:
-            e.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
+    sub_exec = sub.add_parser(
+        "exec", help="run a command with this node's contract (srun ti-slurm exec --mode M -- CMD)"
+    )
+    _add_in_job(sub_exec, runs=True)
     return p
+
+
+def _add_submit(s: argparse.ArgumentParser) -> None:
+    s.add_argument("spec", help="job spec (YAML or JSON)")
+    s.add_argument("--local", action="store_true", help="run every node as a process on this machine (no Slurm)")
+    s.add_argument(
+        "--backend",
+        choices=NAMED_BACKENDS,
+        help="how to reach Slurm: its commands (slurm, the default unless the site config says otherwise), "
+        "pyslurm (in process), or local (= --local)",
+    )
+    s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
+    s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
+    s.add_argument(
+        "--queue-anyway",
+        action="store_true",
+        help="submit a job its partition cannot run as it stands (say, for nodes about to be added)",
+    )
+
+
+def _add_in_job(e: argparse.ArgumentParser, runs: bool) -> None:
+    """``env`` and ``exec`` (``runs``: a command): this node's contract, inside a hand-written job."""
+    e.add_argument("--mode", required=True, choices=mode_names())
+    e.add_argument(
+        "--gpus-per-node", type=bounded(0, 64), default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0"
+    )
+    e.add_argument("--master-port", type=bounded(1024, 65535), default=None)
+    e.add_argument("--rdma", choices=("auto", "on", "off"), default="auto")
+    e.add_argument(
+        "--group",
+        "--component",
+        dest="component",
+        type=int,
+        default=None,
+        help="the component's index in a heterogeneous job",
+    )
+    e.add_argument("--rendezvous-timeout", type=bounded(1, 86400), default=300)
+    if runs:
+        e.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    else:
+        e.add_argument("--format", choices=("shell", "json"), default="shell")
 
 
 # -- submitting -------------------------------------------------------------------

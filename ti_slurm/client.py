@@ -29,7 +29,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
-from ti_slurm.core.paths import JobPaths, node_label, parse_events
+from ti_slurm.core.events import parse_events
+from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
@@ -37,7 +38,7 @@ from ti_slurm.spec import JobSpec, load_spec, parse_spec
 from ti_slurm.status import JobStatus, job_status
 
 if TYPE_CHECKING:
-    from ti_slurm.backends.ssh import SSHBackend
+    pass
 
 SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 """A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
@@ -131,73 +132,68 @@ def submit(
     job is recorded so :func:`get_job` and :func:`jobs` find it later, from
     this process or another.
     """
-    from ti_slurm.planning import plan_job
-    from ti_slurm.registry import remember
-    from ti_slurm.script import render as render_plan
-
     check_host(host)
     job_spec = load(spec)
     if host is None:
         host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
-    if sync and not host:
-        raise ConfigError("sync", sync, "uploads to a login node: give a host too")
     if host and backend not in (None, "slurm", "ssh"):
         why = f"runs on this machine; a host ({host}) means the Slurm commands over SSH"
         raise ConfigError("backend", backend, why)
     submission = uuid.uuid4().hex[:16]
     submit_time = time.time()
-    synced: int | None = None
-    chosen: Backend
     if host:
-        ssh = _ssh_backend(host, accept_new_host_key, ssh_config)
-        if sync:  # the files must be there before the job is
-            from ti_slurm.backends.ssh import sync_tree
-
-            job_plan = plan_job(job_spec, remote=True, submission=submission)
-            synced = sync_tree(ssh.session, sync, job_plan.workdir or ".")
-            info = ssh.submit(job_plan, render_plan(job_plan), check_fit=not queue_anyway)
-        else:
-            # Start the remote half of the submit first: it waits for its input while
-            # the plan is made and rendered here, so the remote login shell starts
-            # meanwhile. If planning fails, its input ends empty and nothing is submitted.
-            started = ssh.start_submit(submission, job_spec.python or "python3")  # plan_job's choice, remotely
-            try:
-                job_plan = plan_job(job_spec, remote=True, submission=submission)
-                script = render_plan(job_plan)
-            except BaseException:
-                ssh.abandon_submit(started)
-                raise
-            info = ssh.finish_submit(started, job_plan, script, check_fit=not queue_anyway)
-        chosen = ssh
+        chosen = get_backend("ssh", host, accept_new_host_key, ssh_config)  # one line if paramiko is missing
     else:
         chosen = open_backend(backend or default_backend())
-        job_plan = plan_job(job_spec, submission=submission)
-        info = chosen.submit(job_plan, render_plan(job_plan), check_fit=not queue_anyway)
+    info, synced = _submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
     info.submitted = submit_time
-    try:
-        remember(info)
-    except OSError as exc:  # the job runs all the same: never a reason to submit it again
-        import warnings
-
-        # a Slurm job is found again by its id (the controller knows its directory); a local one only by its record
-        follow = "follow it by its id" if chosen.name != "local" else f"its files are in {info.job_dir}"
-        warnings.warn(
-            f"job {info.job_id} is submitted, but recording it in {exc.filename or 'the registry'} failed "
-            f"({exc.strerror}); {follow}",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    _remember(info, chosen)
     submitted = Job(info, chosen)
     submitted.synced_files = synced
     return submitted
 
 
-def _ssh_backend(host: str, accept_new_host_key: bool, ssh_config: str | None) -> SSHBackend:
-    backend = get_backend("ssh", host, accept_new_host_key, ssh_config)  # one line if paramiko is missing
-    from ti_slurm.backends.ssh import SSHBackend
+def _submit_to(
+    backend: Backend, spec: JobSpec, submission: str, remote: bool, sync: str | None, check_fit: bool
+) -> tuple[JobInfo, int | None]:
+    """Plan, render and submit through ``backend``'s submit seam; the job, and how many files ``sync`` sent."""
+    from ti_slurm.planning import plan_job
+    from ti_slurm.script import render as render_plan
 
-    assert isinstance(backend, SSHBackend)
-    return backend
+    job_plan, synced = None, None
+    if sync:  # the files must be there before the job is
+        job_plan = plan_job(spec, remote=remote, submission=submission)
+        synced = backend.upload(sync, job_plan.workdir or ".")
+    # Begin first: over SSH the remote half then waits for its input while the plan is made and
+    # rendered here, so the remote login shell starts meanwhile. If planning fails, nothing is submitted.
+    begun = backend.begin_submit(submission, spec.python or "python3")  # plan_job's choice, remotely
+    try:
+        job_plan = job_plan or plan_job(spec, remote=remote, submission=submission)
+        script = render_plan(job_plan)
+    except BaseException:
+        backend.abort_submit(begun)
+        raise
+    return backend.finish_submit(begun, job_plan, script, check_fit=check_fit), synced
+
+
+def _remember(info: JobInfo, backend: Backend) -> None:
+    """Record the job for :func:`get_job` and :func:`jobs`; a failure is a warning (the job runs all the same:
+    never a reason to submit it again)."""
+    from ti_slurm.registry import remember
+
+    try:
+        remember(info)
+    except OSError as exc:
+        import warnings
+
+        # a Slurm job is found again by its id (the controller knows its directory); a local one only by its record
+        follow = "follow it by its id" if backend.name != "local" else f"its files are in {info.job_dir}"
+        warnings.warn(
+            f"job {info.job_id} is submitted, but recording it in {exc.filename or 'the registry'} failed "
+            f"({exc.strerror}); {follow}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def get_job(

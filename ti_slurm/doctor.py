@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ti_slurm.errors import TiSlurmError
@@ -35,7 +36,6 @@ def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str]:
 
 
 def run_checks() -> list[Check]:
-    from ti_slurm.backends.slurm import parse_version
     from ti_slurm.hooks import rdma_port_problems
     from ti_slurm.site import SiteConfig, load_site_config
 
@@ -48,65 +48,67 @@ def run_checks() -> list[Check]:
     except TiSlurmError as exc:
         site = SiteConfig()
         checks.append(Check("site config", False, str(exc), "all"))
-
-    code, out = _run(["sinfo", "--version"])
-    if code == 0:
-        try:
-            major, minor = parse_version(out)
-            ok = (major, minor) >= (22, 5)
-            checks.append(Check("slurm", ok, out + ("" if ok else " (ti-slurm needs 22.05 or newer)"), "all"))
-        except TiSlurmError as exc:
-            checks.append(Check("slurm", False, str(exc), "all"))
-    else:
-        checks.append(Check("slurm", False, out, "all"))
-
+    checks.append(slurm_version_check())
     code, out = _run(["scontrol", "show", "config"])
     config = parse_config(out) if code == 0 else {}
     sched = config.get("SchedulerType", "")
-    checks.append(
-        Check(
-            "heterogeneous jobs",
-            code == 0 and sched == "sched/backfill",
-            f"SchedulerType={sched or '?'}",
-            "ps-worker, ray",
-        )
-    )
-
-    code, out = _run(["sinfo", "-h", "-o", "%R %D %G"])
-    if code == 0 and out:
-        rows = [line.split(None, 2) for line in out.splitlines()]
-        parts = ", ".join(
-            f"{p}{' (rdma)' if p in site.rdma_partitions else ''}: {n} nodes, gres {g}" for p, n, g in rows
-        )
-        checks.append(Check("partitions", True, parts))
-        checks.append(Check("gpu gres", any("gpu" in g for _, _, g in rows), "GPU counts flow through gres", ""))
-        missing = [p for p in site.rdma_partitions if p not in {r[0] for r in rows}]
-        if missing:
-            checks.append(Check("rdma partitions", False, f"site config names unknown partitions: {missing}", "rdma"))
-    else:
-        checks.append(Check("partitions", False, out or "no partitions", "all"))
-
+    ok = code == 0 and sched == "sched/backfill"
+    checks.append(Check("heterogeneous jobs", ok, f"SchedulerType={sched or '?'}", "ps-worker, ray"))
+    checks += partition_checks(site.rdma_partitions)
     checks.append(auth_check(config.get("AuthType", "")))
-
     code, out = _run(["mpirun", "--version"])
     checks.append(Check("open mpi", code == 0, out.splitlines()[0] if code == 0 and out else out, "mpi, horovod"))
     code, out = _run(["srun", "--mpi=list"])
     checks.append(Check("srun mpi plugins", code == 0, " ".join(out.split())[:100]))
-
-    code, out = _run(["sinfo", "-N", "-h", "-o", "%N %o"])
-    if code == 0 and out:  # the preflight's check: this node resolves the nodes as the controller addresses them
-        from ti_slurm.job.preflight import resolution_mismatch
-
-        addresses = {n: a for n, a in (line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)}
-        by_ip = {n: a for n, a in addresses.items() if a.replace(".", "").isdigit()}
-        found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
-        checks.append(Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all"))
-
+    checks += node_name_checks()
     checks += container_checks(site.container_runtime, config.get("SLURM_CONF", ""))
     if site.rdma_devices:
         problems = rdma_port_problems(site, socket.gethostname())
         checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))
     return checks
+
+
+def slurm_version_check() -> Check:
+    from ti_slurm.backends.slurm import parse_version
+
+    code, out = _run(["sinfo", "--version"])
+    if code != 0:
+        return Check("slurm", False, out, "all")
+    try:
+        major, minor = parse_version(out)
+    except TiSlurmError as exc:
+        return Check("slurm", False, str(exc), "all")
+    ok = (major, minor) >= (22, 5)
+    return Check("slurm", ok, out + ("" if ok else " (ti-slurm needs 22.05 or newer)"), "all")
+
+
+def partition_checks(rdma_partitions: Sequence[str]) -> list[Check]:
+    code, out = _run(["sinfo", "-h", "-o", "%R %D %G"])
+    if code != 0 or not out:
+        return [Check("partitions", False, out or "no partitions", "all")]
+    rows = [line.split(None, 2) for line in out.splitlines()]
+    parts = ", ".join(f"{p}{' (rdma)' if p in rdma_partitions else ''}: {n} nodes, gres {g}" for p, n, g in rows)
+    checks = [
+        Check("partitions", True, parts),
+        Check("gpu gres", any("gpu" in g for _, _, g in rows), "GPU counts flow through gres", ""),
+    ]
+    missing = [p for p in rdma_partitions if p not in {r[0] for r in rows}]
+    if missing:
+        checks.append(Check("rdma partitions", False, f"site config names unknown partitions: {missing}", "rdma"))
+    return checks
+
+
+def node_name_checks() -> list[Check]:
+    """The preflight's check: this node resolves the nodes as the controller addresses them."""
+    code, out = _run(["sinfo", "-N", "-h", "-o", "%N %o"])
+    if code != 0 or not out:
+        return []
+    from ti_slurm.job.preflight import resolution_mismatch
+
+    addresses = {n: a for n, a in (line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)}
+    by_ip = {n: a for n, a in addresses.items() if a.replace(".", "").isdigit()}
+    found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
+    return [Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all")]
 
 
 def parse_config(text: str) -> dict[str, str]:

@@ -51,6 +51,20 @@ class ContractError(TiSlurmError):
     """A job step's environment does not describe a job ti-slurm can serve."""
 
 
+class ContainerError(TiSlurmError):
+    """A node cannot run its training image (one line, naming the cause)."""
+
+
+class ModeError(TiSlurmError, ValueError):
+    """No mode has that name, or a mode's module does not define its mode."""
+
+
+class AgentError(TiSlurmError):
+    """The launch agent (``ssh`` for mpirun) was called with a command line it cannot serve."""
+
+    exit_code = 255  # what ssh exits with for its own errors
+
+
 class HostlistError(TiSlurmError, ValueError):
     """A Slurm hostlist string is malformed."""
 

@@ -2,7 +2,7 @@
 
 Following a job reads the job's own record (``status.jsonl``); the queue is
 asked only to tell pending from running, and to learn that a job left it
-without a final record. :class:`SharedQueue` makes that one ``squeue --me``
+without a final record. :class:`SharedQueue` makes that one ``scontrol -o show job``
 for all of a user's jobs, shared through a small cache file by every follower
 on the machine (a sweep script, a notebook, ``ti-slurm list`` in a ``watch``):
 a follower whose copy is fresh enough uses it; the first one to find it stale

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ti_slurm.core.choices import CONTAINER_RUNTIMES, SITE_BACKENDS
 from ti_slurm.errors import ConfigError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing in job steps
@@ -101,61 +102,70 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
     for key in data:
         if key not in known:
             raise ConfigError(f"{where}: {key}", data[key], f"unknown key; known keys: {', '.join(sorted(known))}")
-
-    def names(key: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
-        value = data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(x, str) and pattern.fullmatch(x) for x in value):
-            raise ConfigError(f"{where}: {key}", value, "expected a list of names")
-        return tuple(value)
-
-    def integer(key: str, lo: int, hi: int, default: int) -> int:
-        value = data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-            raise ConfigError(f"{where}: {key}", value, f"expected a whole number from {lo} to {hi}")
-        return value
-
-    def path(key: str, default: str | None) -> str | None:
-        value = data.get(key, default)
-        if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
-            raise ConfigError(f"{where}: {key}", value, "expected an absolute path")
-        return value
-
-    nccl = data.get("nccl", {})
-    if not isinstance(nccl, dict):
-        raise ConfigError(f"{where}: nccl", nccl, "expected a table of partitions")
-    for part, table in nccl.items():
-        if not _PARTITION.fullmatch(part) or not isinstance(table, dict):
-            raise ConfigError(f"{where}: nccl.{part}", table, 'expected [nccl.<partition>] with NAME = "value" lines')
-        for name, value in table.items():
-            if not _ENV_NAME.fullmatch(name) or not isinstance(value, str) or "\x00" in value:
-                raise ConfigError(f"{where}: nccl.{part}.{name}", value, 'expected NAME = "string value"')
-    lo, hi = integer("port_min", 1024, 65535, 61000), integer("port_max", 1024, 65535, 65535)
+    get = _Keys(data, where)
+    lo, hi = get.integer("port_min", 1024, 65535, 61000), get.integer("port_max", 1024, 65535, 65535)
     if lo + 63 > hi:
         raise ConfigError(f"{where}: port_max", hi, "the port range needs at least 64 ports")
-    runtime = data.get("container_runtime", "pyxis")
-    if runtime not in ("pyxis", "oci"):
-        raise ConfigError(f"{where}: container_runtime", runtime, 'expected "pyxis" or "oci"')
-    backend = data.get("backend", "slurm")
-    if backend not in ("slurm", "pyslurm"):
-        raise ConfigError(f"{where}: backend", backend, 'expected "slurm" or "pyslurm"')
-    check = data.get("rdma_check", "log")
-    if check not in ("log", "drain"):
-        raise ConfigError(f"{where}: rdma_check", check, 'expected "log" or "drain"')
     return SiteConfig(
-        rdma_partitions=names("rdma_partitions", _PARTITION),
-        rdma_min_nodes=integer("rdma_min_nodes", 1, 65536, 2),
-        rdma_min_gpus_per_node=integer("rdma_min_gpus_per_node", 0, 64, 8),
-        nccl={k: dict(v) for k, v in nccl.items()},
+        rdma_partitions=get.names("rdma_partitions", _PARTITION),
+        rdma_min_nodes=get.integer("rdma_min_nodes", 1, 65536, 2),
+        rdma_min_gpus_per_node=get.integer("rdma_min_gpus_per_node", 0, 64, 8),
+        nccl=get.nccl(),
         port_min=lo,
         port_max=hi,
-        python=path("python", None),
-        rendezvous_timeout=integer("rendezvous_timeout", 1, 86400, 300),
-        container_runtime=str(runtime),
-        backend=str(backend),
-        job_dir_base=path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
-        rdma_devices=names("rdma_devices", _DEVICE),
-        rdma_check=str(check),
-        sysfs_root=path("sysfs_root", "/sys") or "/sys",
-        hook_timeout=integer("hook_timeout", 1, 600, 30),
-        log_file=path("log_file", None),
+        python=get.path("python", None),
+        rendezvous_timeout=get.integer("rendezvous_timeout", 1, 86400, 300),
+        container_runtime=get.choice("container_runtime", CONTAINER_RUNTIMES),
+        backend=get.choice("backend", SITE_BACKENDS),
+        job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
+        rdma_devices=get.names("rdma_devices", _DEVICE),
+        rdma_check=get.choice("rdma_check", ("log", "drain")),
+        sysfs_root=get.path("sysfs_root", "/sys") or "/sys",
+        hook_timeout=get.integer("hook_timeout", 1, 600, 30),
+        log_file=get.path("log_file", None),
     )
+
+
+class _Keys:
+    """Typed values of a decoded site config; a wrong one is a ConfigError naming its key."""
+
+    def __init__(self, data: dict[str, object], where: str) -> None:
+        self.data, self.where = data, where
+
+    def names(self, key: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) and pattern.fullmatch(x) for x in value):
+            raise ConfigError(f"{self.where}: {key}", value, "expected a list of names")
+        return tuple(value)
+
+    def integer(self, key: str, lo: int, hi: int, default: int) -> int:
+        value = self.data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            raise ConfigError(f"{self.where}: {key}", value, f"expected a whole number from {lo} to {hi}")
+        return value
+
+    def path(self, key: str, default: str | None) -> str | None:
+        value = self.data.get(key, default)
+        if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
+            raise ConfigError(f"{self.where}: {key}", value, "expected an absolute path")
+        return value
+
+    def choice(self, key: str, choices: tuple[str, ...]) -> str:
+        """One of ``choices`` (the first is the default)."""
+        value = self.data.get(key, choices[0])
+        if value not in choices:
+            raise ConfigError(f"{self.where}: {key}", value, "expected " + " or ".join(f'"{c}"' for c in choices))
+        return str(value)
+
+    def nccl(self) -> dict[str, dict[str, str]]:
+        nccl = self.data.get("nccl", {})
+        if not isinstance(nccl, dict):
+            raise ConfigError(f"{self.where}: nccl", nccl, "expected a table of partitions")
+        for part, table in nccl.items():
+            if not _PARTITION.fullmatch(part) or not isinstance(table, dict):
+                why = 'expected [nccl.<partition>] with NAME = "value" lines'
+                raise ConfigError(f"{self.where}: nccl.{part}", table, why)
+            for name, value in table.items():
+                if not _ENV_NAME.fullmatch(name) or not isinstance(value, str) or "\x00" in value:
+                    raise ConfigError(f"{self.where}: nccl.{part}.{name}", value, 'expected NAME = "string value"')
+        return {k: dict(v) for k, v in nccl.items()}

@@ -18,10 +18,20 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from ti_slurm.core.choices import CONTAINER_RUNTIMES, DEFAULT_RESTART_ON, RESTART_CAUSES
 from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
@@ -89,7 +99,6 @@ class _Strict(BaseModel):
         return v
 
 
-CONTAINER_RUNTIMES = ("pyxis", "oci")
 _MOUNT_OPTIONS = ("ro", "rw")
 
 
@@ -97,7 +106,7 @@ class ContainerSpec(_Strict):
     """``container: {image, runtime, mounts, workdir}``: the nodes run the command inside a training image."""
 
     image: str = Field(min_length=1)  # a squashfs file or enroot-importable reference (pyxis), a bundle dir (oci)
-    runtime: Literal["pyxis", "oci"] | None = None  # default: the site's (container_runtime), else pyxis
+    runtime: str | None = None  # one of CONTAINER_RUNTIMES; default: the site's (container_runtime), else pyxis
     mounts: list[str] = Field(default_factory=list)  # SRC:DST[:ro|rw], besides the job directory
     workdir: str | None = None  # where the command starts in the image; default: the job's workdir, mounted
 
@@ -105,6 +114,13 @@ class ContainerSpec(_Strict):
     @classmethod
     def _image(cls, v: str) -> str:
         return _reject_control("image", v)
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, v: str | None) -> str | None:
+        if v is not None and v not in CONTAINER_RUNTIMES:
+            raise ValueError(f"expected one of: {', '.join(CONTAINER_RUNTIMES)}")
+        return v
 
     @field_validator("mounts")
     @classmethod
@@ -169,8 +185,13 @@ DEFAULT_SIGNAL = "USR2"  # not USR1, which NCCL and others already catch
 DEFAULT_SIGNAL_BEFORE = 120
 
 
-RestartCause = Literal["preempt", "timeout", "node_fail", "failure", "hang"]
-DEFAULT_RESTART_ON: tuple[RestartCause, ...] = ("preempt", "timeout", "node_fail")
+def _restart_cause(v: str) -> str:
+    if v not in RESTART_CAUSES:
+        raise ValueError(f"expected one of: {', '.join(RESTART_CAUSES)}")
+    return v
+
+
+RestartCause = Annotated[str, AfterValidator(_restart_cause)]
 
 
 class RestartSpec(_Strict):

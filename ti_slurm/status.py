@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo
+from ti_slurm.core.events import own_events
 from ti_slurm.core.hostlist import compress
 from ti_slurm.core.paths import node_label
 from ti_slurm.core.states import JobState
@@ -85,7 +86,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     A requeued job's events hold every attempt; the components are the latest's.
     """
     status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
-    for ev in own_events(job, events):
+    for ev in own_events(events, job.submission):
         kind = ev.get("event")
         if kind == "start":
             status.mode = str(ev.get("mode", ""))
@@ -168,42 +169,10 @@ def _requeued_status(status: JobStatus, last: AttemptStatus, queued: JobInfo | N
     return status
 
 
-def own_events(job: JobInfo, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The well-formed events of this submission (an earlier job with the same id wrote the others)."""
-    return [ev for ev in events if well_formed(ev) and (not job.submission or ev.get("submission") == job.submission)]
-
-
-LATEST_TIME = 1e11  # seconds since 1970: the year 5138; later (or NaN, or negative) is no time an event has
-
-
-def well_formed(ev: dict[str, Any]) -> bool:
-    """An event whose fields have the shapes the supervisor writes (a hand-edited or damaged line is skipped,
-    as a line that is not an object is)."""
-    when, attempt, code, components = ev.get("time"), ev.get("attempt"), ev.get("exit_code"), ev.get("components")
-    return (
-        (when is None or (_a_number(when) and 0 <= when <= LATEST_TIME))
-        and (attempt is None or (_a_number(attempt) and isinstance(attempt, int) and attempt >= 0))
-        and (code is None or (_a_number(code) and isinstance(code, int)))
-        and (components is None or _list_of(components, dict))
-        and all(isinstance(c.get("name"), str) and _list_of(c.get("nodes"), str) for c in components or [])
-        and (ev.get("records") is None or _list_of(ev.get("records"), dict))
-        and (ev.get("lost_nodes") is None or _list_of(ev.get("lost_nodes"), str))
-        and isinstance(ev.get("failed", {}), dict)
-    )
-
-
-def _a_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _list_of(value: object, kind: type) -> bool:
-    return isinstance(value, list) and all(isinstance(x, kind) for x in value)
-
-
 def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:
     """Whether the job's own record has its final event (then the queue need not be asked):
     an ``end`` that was not requeued, with no attempt after it."""
-    mine = [ev for ev in own_events(job, events) if ev.get("event") in ("start", "end")]
+    mine = [ev for ev in own_events(events, job.submission) if ev.get("event") in ("start", "end")]
     return bool(mine) and mine[-1].get("event") == "end" and mine[-1].get("requeue") is not True
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ti_slurm.core.paths import JobPaths
-from ti_slurm.job.supervisor import Launch, SlurmLauncher
+from ti_slurm.job.supervisor.launchers import Launch, SlurmLauncher
 
 # a node's step: watches for its stop request, stops "its command" on SIGTERM taking GRACE seconds,
 # then ends as run_node does: 0 when it was stopped on request

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
+from ti_slurm.core.events import NodeExit
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.job.supervisor import Launch
+from ti_slurm.job.supervisor.launchers import Launch
 
 
 class FakeProcess:
@@ -56,10 +57,8 @@ class FakeLauncher:
             code, polls = self.script.get(f"{comp.name}-{index}", (0, 0))
             if code is not None:  # the node's step records its exit, as the real one does
                 Path(self.paths.nodes_dir).mkdir(parents=True, exist_ok=True)
-                record = {"component": comp.name, "index": index, "node": f"{comp.name}-host{index}"}
-                Path(self.paths.node_record(comp.name, index)).write_text(
-                    json.dumps(record | {"exit_code": code, "ended": float(polls)})
-                )
+                record = NodeExit(comp.name, index, f"{comp.name}-host{index}", code, 0.0, float(polls))
+                Path(self.paths.node_record(comp.name, index)).write_text(record.to_json())
             proc = cast(Any, FakeProcess(code, polls))
             launches.append(Launch(component, comp.name, [index], proc))
         return launches

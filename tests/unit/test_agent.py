@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ti_slurm.errors import AgentError
 from ti_slurm.job.agent import parse_ssh_args
 
 
@@ -24,5 +25,5 @@ def test_options_before_and_after_the_host(argv: list[str], host: str, words: li
 
 
 def test_no_host_is_one_line() -> None:
-    with pytest.raises(SystemExit, match="no host given"):
+    with pytest.raises(AgentError, match="no host given"):
         parse_ssh_args(["-p", "22"])

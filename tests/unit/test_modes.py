@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ti_slurm.errors import ModeError
 from ti_slurm.job.modes import Mode, get_mode, mode_names
 from ti_slurm.planning import make_plan
 from ti_slurm.spec import parse_spec
@@ -18,7 +19,7 @@ def test_every_mode_module_is_a_registered_mode() -> None:
 
 
 def test_an_unknown_mode_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="unknown mode 'dp'; expected one of: ddp, horovod, mpi, ps-worker, ray"):
+    with pytest.raises(ModeError, match="unknown mode 'dp'; expected one of: ddp, horovod, mpi, ps-worker, ray"):
         get_mode("dp")
 
 

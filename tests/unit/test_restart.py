@@ -15,12 +15,20 @@ import pytest
 from supervisor_fakes import FakeLauncher, events
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.core.paths import JobPaths, parse_events
+from ti_slurm.core.events import parse_events
+from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import SpecError
-from ti_slurm.job.restart import parse_node_states, parse_show_job, requeue_target, should_requeue, unreachable
-from ti_slurm.job.supervisor import Supervisor
+from ti_slurm.job.restart import (
+    CAUSE_STATES,
+    parse_node_states,
+    parse_show_job,
+    requeue_target,
+    should_requeue,
+    unreachable,
+)
+from ti_slurm.job.supervisor.loop import Supervisor
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
 from ti_slurm.spec import parse_spec
@@ -83,7 +91,7 @@ def test_without_restart_or_signal_nothing_changes() -> None:
     [
         ({"signal": {"name": "TERM"}}, "signal.name", "expected one of USR1, USR2"),
         ({"signal": {"before": 600}, "time": "5"}, "signal.before", "not less than the time limit (5 = 300 s)"),
-        ({"restart": {"on": ["reboot"]}}, "restart.on.0", "Input should be 'preempt'"),
+        ({"restart": {"on": ["reboot"]}}, "restart.on.0", "expected one of: preempt, timeout, node_fail"),
         ({"restart": {"max": -1}}, "restart.max", "greater than or equal to 0"),
         ({"watchdog": {"silence": 1}}, "watchdog.silence", "greater than or equal to 10"),
     ],
@@ -335,3 +343,9 @@ def test_a_requeue_slurm_already_made_is_no_refusal(message: str, state: str, re
 
     control = Scripted({"SLURM_JOB_ID": "7"})
     assert control.requeue(["node02"]) == refused
+
+
+def test_every_restart_cause_has_the_state_its_attempt_ends_in() -> None:
+    from ti_slurm.core.choices import RESTART_CAUSES
+
+    assert tuple(CAUSE_STATES) == RESTART_CAUSES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.core.paths import parse_events
+from ti_slurm.core.events import parse_events
 from ti_slurm.core.states import JobState
 from ti_slurm.status import format_status, job_status, progress_line
 

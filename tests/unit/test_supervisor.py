@@ -10,7 +10,8 @@ from supervisor_fakes import FakeLauncher, FakeProcess, events
 
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.job.supervisor import Launch, Supervisor
+from ti_slurm.job.supervisor.launchers import Launch
+from ti_slurm.job.supervisor.loop import Supervisor
 
 
 def plan_of(mode: str, *components: tuple[str, int]) -> JobPlan:

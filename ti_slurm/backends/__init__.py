@@ -8,11 +8,10 @@ connection), ``pyslurm`` (optional, see the README).
 from __future__ import annotations
 
 from ti_slurm.backends.base import Backend, JobInfo
+from ti_slurm.core.choices import BACKENDS
 from ti_slurm.errors import ConfigError
 
 __all__ = ["BACKENDS", "Backend", "JobInfo", "get_backend"]
-
-BACKENDS = ("slurm", "local", "ssh", "pyslurm")
 
 
 def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ssh_config: str | None = None) -> Backend:

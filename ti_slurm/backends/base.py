@@ -39,6 +39,25 @@ class Backend(Protocol):
         """
         ...
 
+    # The submit seam every backend has, so a submit takes one path whatever the backend and host:
+    # begin (an SSH backend starts the remote half, whose login shell starts while the spec is planned
+    # here), then finish with the rendered script, or abort (planning failed: nothing is submitted).
+    def begin_submit(self, submission: str, python: str) -> object:
+        """Start a submit before its script is ready; ``python`` is the job's (its ti-slurm is checked)."""
+        ...
+
+    def finish_submit(self, begun: object, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        """:meth:`submit` of a begun submit."""
+        ...
+
+    def abort_submit(self, begun: object) -> None:
+        """End a begun submit without submitting anything."""
+        ...
+
+    def upload(self, local: str, remote: str) -> int:
+        """Copy the files of directory ``local`` that differ to ``remote`` where the job runs; how many went."""
+        ...
+
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         """Scheduler state of many jobs in one call; jobs no longer queued are missing."""
         ...
@@ -61,6 +80,28 @@ class Backend(Protocol):
     def find_job_dir(self, job_id: str) -> str | None:
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
+
+
+class SubmitsInOneStep:
+    """The submit seam of a backend whose submit is one step here: nothing to begin or abort, nothing to
+    upload (the job runs where its files are)."""
+
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        raise NotImplementedError
+
+    def begin_submit(self, submission: str, python: str) -> object:
+        return None
+
+    def finish_submit(self, begun: object, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        return self.submit(plan, script, check_fit)
+
+    def abort_submit(self, begun: object) -> None:
+        pass
+
+    def upload(self, local: str, remote: str) -> int:
+        from ti_slurm.errors import ConfigError
+
+        raise ConfigError("sync", local, "uploads to a login node: give a host too")
 
 
 def make_output_dir(path: str) -> None:

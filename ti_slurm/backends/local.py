@@ -12,7 +12,14 @@ import signal
 import sys
 import time
 
-from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
+from ti_slurm.backends.base import (
+    JobInfo,
+    SubmitsInOneStep,
+    make_output_dir,
+    read_local_bytes,
+    read_local_tail,
+    read_local_text,
+)
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
@@ -48,7 +55,7 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
 
-class LocalBackend:
+class LocalBackend(SubmitsInOneStep):
     """Runs jobs as local processes."""
 
     name = "local"

@@ -1,12 +1,12 @@
-"""Slurm backend: ``sbatch --parsable``, ``squeue``, ``scontrol``, ``scancel``.
+"""Slurm backend: ``sbatch --parsable``, ``scontrol``, ``scancel`` (and ``squeue`` to find a job by its comment).
 
 Nothing here depends on accounting (``sacct``): many sites have none. A
-job's outcome comes from its own status file; ``squeue`` only says whether it
-is still pending or running. One ``squeue`` call serves many jobs.
+job's outcome comes from its own status file; the queue (``scontrol -o show
+job``) only says whether it is still pending or running. One call serves many jobs.
 
 Only interfaces that are the same from Slurm 22.05 to 25.x are used:
 ``--parsable`` output, ``squeue -o`` format strings (not the JSON output,
-which changed between releases) and ``scontrol show job`` fields.
+which changed between releases) and ``scontrol -o show job`` fields.
 ``ti-slurm doctor`` reports the version found (``sinfo --version``).
 """
 
@@ -18,7 +18,14 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from ti_slurm.backends.base import JobInfo, make_output_dir, read_local_bytes, read_local_tail, read_local_text
+from ti_slurm.backends.base import (
+    JobInfo,
+    SubmitsInOneStep,
+    make_output_dir,
+    read_local_bytes,
+    read_local_tail,
+    read_local_text,
+)
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
@@ -148,7 +155,7 @@ def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, r
     info.nodes = ",".join(x for x in (info.nodes, entry.nodes) if x)
 
 
-class SlurmBackend:
+class SlurmBackend(SubmitsInOneStep):
     """The Slurm command-line tools, here or through a runner (SSH)."""
 
     name = "slurm"

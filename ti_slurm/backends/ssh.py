@@ -198,17 +198,6 @@ class SSHSession:
         known.install(client)
         policy = _AcceptNew if self.accept_new else _Refuse
         client.set_missing_host_key_policy(policy(self.target, known))
-        sock = None
-        if self.target.proxy_jump:
-            chain = (*self.via, self.target.alias)
-            jump = parse_target(self.target.proxy_jump, self.config_path)
-            if jump.alias in chain:
-                loop = " -> ".join((*chain, jump.alias))
-                raise ConfigError("ssh config", loop, "ProxyJump loops back to a host already on the way")
-            self._jump = SSHSession(jump, self.accept_new, self.config_path, chain)
-            self._jump.connect()
-            transport = self._jump._client.get_transport()
-            sock = transport.open_channel("direct-tcpip", (self.target.host, self.target.port), ("127.0.0.1", 0))
         try:
             client.connect(
                 self.target.host,
@@ -220,42 +209,30 @@ class SSHSession:
                 timeout=CONNECT_TIMEOUT,
                 banner_timeout=CONNECT_TIMEOUT,
                 auth_timeout=CONNECT_TIMEOUT,
-                sock=sock,
+                sock=self._jump_channel(),
                 transport_factory=_new_transport,
             )
-        except paramiko.BadHostKeyException:
-            raise BackendError(
-                f"host key for {self.target.host} has CHANGED since it was recorded in known_hosts: refusing to "
-                "connect (possible man-in-the-middle; if the host was reinstalled, remove its old key: ssh-keygen -R)"
-            ) from None
-        except paramiko.AuthenticationException:
-            transport = client.get_transport()
-            if isinstance(transport, _Transport) and transport.no_terminal:
-                raise BackendError(
-                    f"{self.target} accepted the key and asks for a second factor (keyboard-interactive), but there "
-                    "is no terminal to ask on: run ti-slurm from a terminal"
-                ) from None
-            if isinstance(transport, _Transport) and transport.second_factor_asked:
-                raise BackendError(
-                    f"{self.target} accepted the key but refused the second factor (keyboard-interactive)"
-                ) from None
-            raise BackendError(
-                f"authentication failed for {self.target}: no key or agent identity was accepted "
-                "(ti-slurm uses keys and the agent only, never passwords)"
-            ) from None
-        except paramiko.SSHException as exc:
-            if isinstance(exc, HostKeyRefused):
-                raise BackendError(str(exc)) from None
-            if "banner" in str(exc) or "No existing session" in str(exc):
-                raise BackendError(
-                    f"{self.target} accepted the connection but sent no SSH banner within {CONNECT_TIMEOUT:.0f}s"
-                ) from None
-            raise BackendError(f"ssh to {self.target}: {exc}") from None
-        except TimeoutError:
-            raise BackendError(f"cannot reach {self.target}: timed out after {CONNECT_TIMEOUT:.0f}s") from None
-        except OSError as exc:
-            raise BackendError(f"cannot reach {self.target}: {exc.strerror or exc}") from None
+        except (paramiko.SSHException, OSError) as exc:
+            raise connect_refusal(self.target, exc, client.get_transport()) from None
         self._client = client
+
+    def _jump_channel(self) -> paramiko.Channel | None:
+        """With ``ProxyJump``: a channel to the target through a session to the jump host (itself maybe
+        through another); a chain that comes back to a host on it is one line."""
+        if not self.target.proxy_jump:
+            return None
+        chain = (*self.via, self.target.alias)
+        jump = parse_target(self.target.proxy_jump, self.config_path)
+        if jump.alias in chain:
+            loop = " -> ".join((*chain, jump.alias))
+            raise ConfigError("ssh config", loop, "ProxyJump loops back to a host already on the way")
+        self._jump = SSHSession(jump, self.accept_new, self.config_path, chain)
+        self._jump.connect()
+        transport = self._jump._client.get_transport()
+        channel: paramiko.Channel = transport.open_channel(
+            "direct-tcpip", (self.target.host, self.target.port), ("127.0.0.1", 0)
+        )
+        return channel
 
     def close(self) -> None:
         if self._client is not None:
@@ -374,6 +351,39 @@ class SSHSession:
         return out if code == 0 else None
 
 
+def connect_refusal(target: Target, exc: Exception, transport: paramiko.Transport | None) -> BackendError:
+    """What a failed connect means, in one line."""
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return BackendError(
+            f"host key for {target.host} has CHANGED since it was recorded in known_hosts: refusing to "
+            "connect (possible man-in-the-middle; if the host was reinstalled, remove its old key: ssh-keygen -R)"
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        if isinstance(transport, _Transport) and transport.no_terminal:
+            return BackendError(
+                f"{target} accepted the key and asks for a second factor (keyboard-interactive), but there "
+                "is no terminal to ask on: run ti-slurm from a terminal"
+            )
+        if isinstance(transport, _Transport) and transport.second_factor_asked:
+            return BackendError(f"{target} accepted the key but refused the second factor (keyboard-interactive)")
+        return BackendError(
+            f"authentication failed for {target}: no key or agent identity was accepted "
+            "(ti-slurm uses keys and the agent only, never passwords)"
+        )
+    if isinstance(exc, HostKeyRefused):
+        return BackendError(str(exc))
+    if isinstance(exc, paramiko.SSHException):
+        if "banner" in str(exc) or "No existing session" in str(exc):
+            return BackendError(
+                f"{target} accepted the connection but sent no SSH banner within {CONNECT_TIMEOUT:.0f}s"
+            )
+        return BackendError(f"ssh to {target}: {exc}")
+    if isinstance(exc, TimeoutError):
+        return BackendError(f"cannot reach {target}: timed out after {CONNECT_TIMEOUT:.0f}s")
+    assert isinstance(exc, OSError)
+    return BackendError(f"cannot reach {target}: {exc.strerror or exc}")
+
+
 class HostKeyRefused(paramiko.SSHException):
     """The host's key is not in known_hosts and accepting new keys was not asked for."""
 
@@ -472,7 +482,7 @@ class SSHBackend(SlurmBackend):
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         """Create the output directory and sbatch the script from stdin: one round trip."""
-        return self.finish_submit(self.start_submit(plan.submission, plan.python), plan, script, check_fit)
+        return self.finish_submit(self.begin_submit(plan.submission, plan.python), plan, script, check_fit)
 
     def submit_argv(self, submission: str, python: str) -> list[str]:
         """The remote half of a submit: a shell that tells the partitions and what the job's Python
@@ -500,12 +510,15 @@ class SSHBackend(SlurmBackend):
     def partitions_key(self) -> str:
         return f"partitions-{self.name}-{self.session.target.alias}"
 
-    def start_submit(self, submission: str, python: str) -> Any:
+    def begin_submit(self, submission: str, python: str) -> Any:
         """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`);
         ``python`` is the job's Python, whose ti-slurm it checks."""
         return self.session.start(self.submit_argv(submission, python))
 
-    def abandon_submit(self, channel: Any) -> None:
+    def upload(self, local: str, remote: str) -> int:
+        return sync_tree(self.session, local, remote)
+
+    def abort_submit(self, channel: Any) -> None:
         """End a started submit without input: its shell exits by itself and submits nothing."""
         with contextlib.suppress(BackendError):
             self.session.finish(channel, self.submit_argv("", ""), None)
@@ -523,14 +536,14 @@ class SSHBackend(SlurmBackend):
         try:
             self.check_python(plan.python, self.session.read_until(channel, PYTHON_END))
         except SpecError:
-            self.abandon_submit(channel)
+            self.abort_submit(channel)
             raise
         if check_fit:
             shared = None if asked.strip() else self.fresh_partitions()
             try:
                 refuse_unfit(plan, shared, lambda: asked if asked.strip() else self.sinfo(), self.partitions_key())
             except SubmissionError:
-                self.abandon_submit(channel)
+                self.abort_submit(channel)
                 raise
         argv, stdin = self.submit_argv(plan.submission, plan.python), f"{plan.output_dir}\n{script}"
         try:

@@ -35,8 +35,8 @@ def _plain(text: str) -> bool:
     return _NAME_CHARS.issuperset(text)
 
 
-def _number(text: str) -> bool:
-    """One to MAX_DIGITS ASCII digits."""
+def is_number(text: str) -> bool:
+    """One to MAX_DIGITS ASCII digits (``str.isdigit`` also takes other scripts' digits: ``"١"``)."""
     return 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()
 
 
@@ -120,7 +120,7 @@ def _expand_ranges(text: str, item: str, body: str) -> list[str]:
     out: list[str] = []
     for rng in body.split(","):
         lo_s, dash, hi_s = rng.partition("-")
-        if not _number(lo_s) or (dash and not _number(hi_s)):
+        if not is_number(lo_s) or (dash and not is_number(hi_s)):
             raise HostlistError(text, f"[{body}]", f"range {rng!r} is not N or N-M")
         lo = int(lo_s)
         hi = int(hi_s) if dash else lo

@@ -33,21 +33,6 @@ PLAN = "plan.json"
 STATUS = "status.jsonl"
 
 
-def parse_events(text: str | None) -> list[dict[str, object]]:
-    """The events of a ``status.jsonl`` text, one JSON object a line; a line being written right now is skipped."""
-    import json  # not at import: every job step reads this module, and only the supervisor and status read events
-
-    events = []
-    for line in (text or "").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def node_label(component: str, n: object) -> str:
     """``<component>-<n>``: how logs and commands name the n-th node of a component."""
     return f"{component}-{n}"

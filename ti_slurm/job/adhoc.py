@@ -30,7 +30,7 @@ def adhoc_plan(
     rendezvous_timeout: int,
 ) -> tuple[JobPlan, int]:
     """A plan and this step's component index, from flags and this step's Slurm variables."""
-    from ti_slurm.job.contract import is_number
+    from ti_slurm.core.hostlist import is_number
     from ti_slurm.site import load_site_config
 
     if gpus_per_node is None:
@@ -82,7 +82,7 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     """
     if env.get("TI_SLURM_JOB_DIR"):
         return _usable("TI_SLURM_JOB_DIR", env["TI_SLURM_JOB_DIR"])
-    from ti_slurm.job.contract import is_number
+    from ti_slurm.core.hostlist import is_number
 
     job_id = env.get("SLURM_JOB_ID", "")
     if not is_number(job_id):

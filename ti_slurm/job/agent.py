@@ -64,7 +64,9 @@ def parse_ssh_args(argv: list[str]) -> tuple[str, list[str]]:
     """
     i = _options_end(argv, 0)
     if i >= len(argv):
-        raise SystemExit("ti-slurm-ssh: no host given")
+        from ti_slurm.errors import AgentError
+
+        raise AgentError("ti-slurm-ssh: no host given")
     host = argv[i].rsplit("@", 1)[-1]
     return host, argv[_options_end(argv, i + 1) :]
 

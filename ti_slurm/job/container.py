@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import os
 
+from ti_slurm.core.choices import CONTAINER_RUNTIMES
 from ti_slurm.core.paths import JobPaths, node_label
+from ti_slurm.errors import ContainerError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 
     from ti_slurm.core.plan import Container, JobPlan
 
-RUNTIMES = ("pyxis", "oci")
-DEFAULT_RUNTIME = "pyxis"
 # the host's search paths and shell state: the image has its own
 HOST_ONLY = frozenset(
     (
@@ -71,10 +71,6 @@ HOLDER = r"""__ti_slurm_wait() {
 trap '__ti_slurm_rc=$?; [[ -z ${__ti_slurm_signalled-} ]] || __ti_slurm_wait; exit $__ti_slurm_rc' EXIT
 trap '__ti_slurm_signalled=1; exit 143' TERM; trap '__ti_slurm_signalled=1; exit 130' INT
 trap '__ti_slurm_signalled=1; exit 129' HUP"""
-
-
-class ContainerError(Exception):
-    """Why a node cannot run its image (one line, naming the cause)."""
 
 
 def image_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -144,8 +140,8 @@ class ImageRun:
     def check(self) -> str | None:
         """Why this node cannot run the image (runtime, image, mounts), or None; only looks, in milliseconds."""
         try:
-            if self.runtime not in RUNTIMES:
-                raise ContainerError(f"runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+            if self.runtime not in CONTAINER_RUNTIMES:
+                raise ContainerError(f"runtime {self.runtime!r} is not one of {', '.join(CONTAINER_RUNTIMES)}")
             if self.runtime == "pyxis":
                 self._check_pyxis()
             else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from ti_slurm.core.environ import MAX_ENV_STRING, env_string_size
-from ti_slurm.core.hostlist import expand
+from ti_slurm.core.hostlist import expand, is_number
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
 from ti_slurm.errors import ContractError
@@ -73,11 +73,6 @@ def _get(env: Mapping[str, str], name: str) -> str:
     if not value:
         raise ContractError(f"{name} is not set: run this inside a Slurm job step (srun), or use the local runner")
     return value
-
-
-def is_number(text: str) -> bool:
-    """1 to 18 ASCII digits (``str.isdigit`` also takes other scripts' digits: ``"١"``)."""
-    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
 
 
 def _int(env: Mapping[str, str], name: str) -> int:

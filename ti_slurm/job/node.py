@@ -58,22 +58,13 @@ def record_exit(
 ) -> None:
     """Write this node's exit record (``nodes/<component>.<index>.json``) for the supervisor and ``status``;
     ``error`` is why ti-slurm ended it (a failed preflight), when it did."""
-    from ti_slurm.core import lightjson
+    from ti_slurm.core.events import NodeExit
 
     paths = JobPaths(job_dir)
     os.makedirs(paths.nodes_dir, exist_ok=True)
     name = plan.components[component].name
-    record = {
-        "component": name,
-        "index": index,
-        "node": node,
-        "exit_code": code,
-        "started": started,
-        "ended": time.time(),
-    }
-    if error:
-        record["error"] = error
-    write_atomic(paths.node_record(name, index), lightjson.dumps(record) + "\n")
+    record = NodeExit(name, index, node, code, started, time.time(), error)
+    write_atomic(paths.node_record(name, index), record.to_json() + "\n")
 
 
 class NodeRun(Record):

@@ -111,83 +111,102 @@ def run_command(
     is stopped the same way and that code is returned.
     """
     import signal
-    import subprocess
 
-    proc = start_group(argv, env, workdir or None)
-    kill_at: float | None = None
-    forced: int | None = None
-    saving: set[int] = set()  # the processes that got the checkpoint signal
-    # The command's processes once seen, while they run (pid -> start time, so a reused pid is never
-    # signalled): torch's launcher dies of the checkpoint signal, and an OCI runtime may die first; their
-    # children, in sessions of their own, are then no longer in the tree, but they are in this record of it.
-    seen: dict[int, str] = {}
-    next_look = 0.0
+    tree = CommandTree(start_group(argv, env, workdir or None), grace)
+    for signum in forward:
+        signal.signal(signum, tree.pass_on)
+        if signum in _early_signals:
+            tree.pass_on(signum, None)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, tree.stop_on)
+    try:
+        code, forced = tree.wait(guard)
+        tree.wait_for_savers()
+    finally:
+        tree.kill_all()  # nothing of the command outlives it
+    return exit_code(code) if forced is None else forced
 
-    def look(whole_group: bool = False) -> set[int]:
+
+class CommandTree:
+    """A running command's processes: its group, and every process it started once seen, while they run
+    (pid -> start time, so a reused pid is never signalled). torch's launcher dies of the checkpoint signal,
+    and an OCI runtime may die first; their children, in sessions of their own, are then no longer in the
+    tree, but they are in this record of it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
+        self.proc, self.grace = proc, grace
+        self.kill_at: float | None = None  # when what is left of a stopped command is killed
+        self.saving: set[int] = set()  # the processes that got the checkpoint signal
+        self.seen: dict[int, str] = {}
+
+    def look(self, whole_group: bool = False) -> set[int]:
         """Note the command's processes now; return every one seen that still runs. ``whole_group`` also finds
         members of the command's group whose parent is gone (a scan of all of /proc: for signals no killpg
         carries)."""
-        for pid, started in list(seen.items()):
+        for pid, started in list(self.seen.items()):
             if start_time(pid) != started:
-                del seen[pid]  # gone: its pid may be reused
-        for pid in (process_tree if whole_group else descendants)(proc.pid):
-            if pid not in seen and command_name(pid) not in NOT_SIGNALLED:
+                del self.seen[pid]  # gone: its pid may be reused
+        for pid in (process_tree if whole_group else descendants)(self.proc.pid):
+            if pid not in self.seen and command_name(pid) not in NOT_SIGNALLED:
                 now = start_time(pid)
                 if now is not None:
-                    seen[pid] = now
-        return set(seen)
+                    self.seen[pid] = now
+        return set(self.seen)
 
-    def pass_on(signum: int, frame: FrameType | None) -> None:
-        pids = look(whole_group=True)  # the group too, but not a container runtime's own processes
-        saving.update(pids)
+    def pass_on(self, signum: int, frame: FrameType | None) -> None:
+        """The checkpoint signal: to the group too, but not to a container runtime's own processes."""
+        pids = self.look(whole_group=True)
+        self.saving.update(pids)
         for pid in pids:
             signal_pid(pid, signum)
 
-    for signum in forward:
-        signal.signal(signum, pass_on)
-        if signum in _early_signals:
-            pass_on(signum, None)
-
-    def stop(signum: int) -> None:
-        nonlocal kill_at
-        signal_group(proc.pid, signum)
-        for pid in look():
+    def stop(self, signum: int) -> None:
+        signal_group(self.proc.pid, signum)
+        for pid in self.look():
             signal_pid(pid, signum)
-        if kill_at is None:
-            kill_at = time.monotonic() + grace
+        if self.kill_at is None:
+            self.kill_at = time.monotonic() + self.grace
 
-    def stop_on(signum: int, frame: FrameType | None) -> None:
-        stop(signum)
+    def stop_on(self, signum: int, frame: FrameType | None) -> None:
+        self.stop(signum)
 
-    def kill_all() -> None:
-        signal_group(proc.pid, signal.SIGKILL)
-        for pid in look():
+    def overdue(self) -> bool:
+        return self.kill_at is not None and time.monotonic() > self.kill_at
+
+    def kill_all(self) -> None:
+        import signal
+
+        signal_group(self.proc.pid, signal.SIGKILL)
+        for pid in self.look():
             signal_pid(pid, signal.SIGKILL)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop_on)
-    try:
+    def wait(self, guard: Callable[[int], int | None] | None) -> tuple[int, int | None]:
+        """The command's exit status, and the code ``guard`` ended it with (None: it ended by itself)."""
+        import signal
+        import subprocess
+
+        forced: int | None = None
+        next_look = 0.0
         while True:
             try:
-                code = proc.wait(timeout=0.5)
-                break
+                return self.proc.wait(timeout=0.5), forced
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= next_look:
-                    look()
+                    self.look()
                     next_look = time.monotonic() + TREE_EVERY
-                if kill_at is not None and time.monotonic() > kill_at:
-                    kill_all()
+                if self.overdue():
+                    self.kill_all()
                 if guard is not None and forced is None:
-                    forced = guard(proc.pid)
+                    forced = guard(self.proc.pid)
                     if forced is not None:
-                        stop(signal.SIGTERM)
-        while saving and any(alive(pid) for pid in saving - {proc.pid}):  # they are saving a checkpoint
-            if kill_at is not None and time.monotonic() > kill_at:
+                        self.stop(signal.SIGTERM)
+
+    def wait_for_savers(self) -> None:
+        """Processes that got the checkpoint signal may outlive the command while they save (until stopped)."""
+        while self.saving and any(alive(pid) for pid in self.saving - {self.proc.pid}):
+            if self.overdue():
                 break
             time.sleep(0.2)
-    finally:
-        kill_all()  # nothing of the command outlives it
-    return exit_code(code) if forced is None else forced
 
 
 def signal_pid(pid: int, signum: int) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ti_slurm.core.plan import JobPlan
 
+# how an attempt that ended by each of RESTART_CAUSES (ti_slurm.core.choices) is recorded
 CAUSE_STATES = {
     "preempt": JobState.PREEMPTED,
     "timeout": JobState.TIMEOUT,

@@ -42,15 +42,20 @@ _LOADED: dict[str, Mode] = {}
 
 
 def get_mode(name: str) -> Mode:
-    """The mode called ``name``; imports its module only (a ValueError for an unknown name)."""
+    """The mode called ``name``; imports its module only (a :class:`~ti_slurm.errors.ModeError` for an unknown
+    name)."""
     mode = _LOADED.get(name)
     if mode is None:
         if name not in mode_names():
-            raise ValueError(f"unknown mode {name!r}; expected one of: {', '.join(mode_names())}")
+            from ti_slurm.errors import ModeError
+
+            raise ModeError(f"unknown mode {name!r}; expected one of: {', '.join(mode_names())}")
         import importlib
 
         mode = importlib.import_module(f"ti_slurm.job.modes.{name.replace('-', '_')}").MODE
         if not isinstance(mode, Mode) or mode.name != name:
-            raise TypeError(f"ti_slurm/job/modes/{name.replace('-', '_')}.py: MODE must be the Mode named {name!r}")
+            from ti_slurm.errors import ModeError
+
+            raise ModeError(f"ti_slurm/job/modes/{name.replace('-', '_')}.py: MODE must be the Mode named {name!r}")
         _LOADED[name] = mode
     return mode

@@ -1,0 +1,113 @@
+"""The code's shape, read from the source: no import cycle, no class or function too big to read at once.
+
+Imports count wherever they are written: at the top, inside functions (a lazy import is still a
+dependency) and under ``if TYPE_CHECKING:`` (a type is one too). The package's facade,
+``ti_slurm/__init__.py``, re-exports the API, so no module inside may import it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "ti_slurm"
+MAX_CLASS_LINES = 200
+MAX_FUNCTION_LINES = 60
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(name: str, tree: ast.AST) -> set[str]:
+    """The package's modules that module ``name`` imports, anywhere in it."""
+    package = name if MODULES[name].name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            # `from pkg import mod` depends on the module; `from pkg import name` on the package's own code
+            submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES]
+            targets = submodules if len(submodules) == len(node.names) else [base, *submodules]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # `from pkg import name`: name is a module or not
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {name: imported_modules(name, ast.parse(path.read_text())) for name, path in MODULES.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle (its modules in order, the first repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return []
+
+
+def test_the_graph_is_read_from_every_module_and_sees_lazy_and_typing_imports() -> None:
+    graph = import_graph()
+    assert len(graph) > 40
+    assert "ti_slurm.job.contract" in graph["ti_slurm.job.node"]  # a top-level import
+    assert "ti_slurm.specfile" in graph["ti_slurm.spec"]  # an import inside a function
+    assert "ti_slurm.core.plan" in graph["ti_slurm.job.modes.base"]  # ... and under TYPE_CHECKING
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert find_cycle(import_graph()) == []
+
+
+def definitions() -> list[tuple[str, ast.AST]]:
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((name, node))
+    return found
+
+
+@pytest.mark.parametrize(("kind", "limit"), [(ast.ClassDef, MAX_CLASS_LINES), (ast.FunctionDef, MAX_FUNCTION_LINES)])
+def test_no_class_or_function_is_too_long_to_read_at_once(kind: type, limit: int) -> None:
+    too_long = [
+        f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"  # type: ignore[attr-defined]
+        for name, node in definitions()
+        if isinstance(node, kind) and node.end_lineno - node.lineno + 1 > limit  # type: ignore[attr-defined]
+    ]
+    assert too_long == []

@@ -1,0 +1,12 @@
+"""The lists of choices several parts offer, each in one place: the spec, the site config, the CLI,
+``doctor`` and the job path take theirs from here (the modes' list is their files: see
+:func:`ti_slurm.job.modes.mode_names`)."""
+
+from __future__ import annotations
+
+CONTAINER_RUNTIMES = ("pyxis", "oci")  # how a node runs its command in a training image; the first is the default
+RESTART_CAUSES = ("preempt", "timeout", "node_fail", "failure", "hang")  # why an attempt ended (`restart.on`)
+DEFAULT_RESTART_ON = ("preempt", "timeout", "node_fail")
+BACKENDS = ("slurm", "pyslurm", "local", "ssh")  # where jobs go (ssh: chosen by giving a host)
+NAMED_BACKENDS = ("slurm", "pyslurm", "local")  # those a user names (`--backend`, `backend=`)
+SITE_BACKENDS = ("slurm", "pyslurm")  # those a site config may make the default (the Slurm ones, from here)

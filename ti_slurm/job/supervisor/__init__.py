@@ -1,0 +1,45 @@
+"""The supervisor: launch every component's nodes, apply the mode's rule, record the job's events.
+
+It runs inside the batch script (``python -m ti_slurm.job supervise JOB_DIR``: :func:`supervise`), or
+detached on this machine for a local job (``local-run``: :func:`run_local`). Its parts:
+
+- :mod:`.launchers`: what starts and stops the processes serving a component's nodes (``srun`` per
+  component under Slurm, a process per node locally): each a :class:`~.launchers.Launch`;
+- :mod:`.judge`: the mode's rule as a pure function of the launches and one :class:`~.judge.Snapshot`
+  of the nodes' exit records (:mod:`.records` reads each record once);
+- :mod:`.attempts`: interruptions and requeues, pure decisions over the job's events and Slurm's view
+  of the job, and the small port to Slurm (:class:`~.attempts.Control`);
+- :mod:`.liveness`: lost, frozen and hung nodes, from their records, liveness files and UDP beats;
+- :mod:`.steps` (one attempt's launches and their exits), :mod:`.history` (the record across
+  attempts), and :mod:`.loop`: the :class:`~.loop.Supervisor`, the only part with state.
+
+Events go to ``<job dir>/status.jsonl`` (:mod:`ti_slurm.core.events`).
+"""
+
+from __future__ import annotations
+
+
+def supervise(job_dir: str) -> int:
+    """Entry point inside the batch script: supervise the job whose plan is in ``job_dir``."""
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.job.supervisor.launchers import SlurmLauncher
+    from ti_slurm.job.supervisor.loop import Supervisor
+
+    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    return Supervisor(plan, job_dir, SlurmLauncher(job_dir)).run().exit_code
+
+
+def run_local(job_dir: str, job_id: int) -> int:
+    """The detached supervisor process of a local job (the local backend starts it)."""
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.job.process import become_subreaper
+    from ti_slurm.job.supervisor.launchers import LocalLauncher
+    from ti_slurm.job.supervisor.loop import Supervisor
+
+    with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
+        plan = JobPlan.from_json(fh.read())
+    become_subreaper()  # a node step killed or frozen leaves its command to this process: stopped with the node
+    return Supervisor(plan, job_dir, LocalLauncher(plan, job_dir, job_id)).run().exit_code

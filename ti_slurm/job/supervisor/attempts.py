@@ -1,0 +1,142 @@
+"""Attempts of a requeued job, and whether this one goes on in a next: pure decisions over the job's
+events and Slurm's view of the job (``scontrol show job``'s fields).
+
+Surviving interruptions (the spec's ``restart``, ``signal`` and ``watchdog``; see
+:mod:`ti_slurm.job.restart`): on the checkpoint signal the supervisor passes it to every node's
+command, lets the commands save and exit (until just before the time limit or the preemption's end),
+then ends the attempt as TIMEOUT or PREEMPTED. An attempt that failed, hung or lost a node ends the
+same way. Each such end is recorded with its cause and, when ``restart.on`` lists the cause and
+requeues are left, the job is requeued, under the same id, away from the lost nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.job.restart import CAUSE_STATES, preempted, should_requeue
+from ti_slurm.job.supervisor.judge import Outcome
+
+REQUEUE_MARGIN = 10.0  # seconds before the time limit (after stopping the steps) the requeue is asked for
+
+
+class Control(Protocol):
+    """What the supervisor asks of Slurm (:class:`ti_slurm.job.restart.SlurmControl`; None: a local run)."""
+
+    def show_job(self) -> dict[str, str]: ...
+    def unreachable_nodes(self, names: Sequence[str]) -> list[str]: ...
+    def requeue(self, exclude: list[str], already: bool = False) -> str: ...
+    def disable_requeue(self) -> None: ...
+
+
+def lost_earlier(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every node the ends of earlier attempts name as lost."""
+    return [str(n) for e in events if e.get("event") == "end" for n in e.get("lost_nodes") or []]
+
+
+def last_start(events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The start of the latest attempt recorded (None: this is the first)."""
+    starts = [e for e in events if e.get("event") == "start"]
+    return starts[-1] if starts else None
+
+
+def end_after(events: Sequence[Mapping[str, Any]], start: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The end recorded after ``start`` (None: that attempt could not write its own)."""
+    ends = [e for e in events[list(events).index(start) :] if e.get("event") == "end"]
+    return ends[-1] if ends else None
+
+
+def started_nodes(start: Mapping[str, Any]) -> list[str]:
+    """The node names an attempt's start event lists."""
+    return [str(n) for c in start.get("components") or [] for n in c.get("nodes") or []]
+
+
+def unrecorded_end(lost: list[str]) -> dict[str, object]:
+    """The end of an attempt that wrote none (its batch node was lost, or Slurm killed it)."""
+    if lost:
+        state, cause, reason = JobState.NODE_FAIL, "node_fail", f"node(s) {','.join(lost)} lost; Slurm requeued the job"
+    else:
+        state, cause, reason = JobState.FAILED, "", "ended without a final record; Slurm requeued the job"
+    return {"state": state.value, "reason": reason, "cause": cause, "requeue": True, "lost_nodes": lost}
+
+
+def restart_refused(plan: JobPlan, earlier_end: Mapping[str, Any] | None) -> Outcome | None:
+    """Slurm requeued the job for a cause ``restart.on`` does not list: end it here, saying so."""
+    if earlier_end is None:
+        return None
+    cause = str(earlier_end.get("cause") or "")
+    if not cause or earlier_end.get("requeue") is False or cause in plan.restart_on:
+        return None
+    return Outcome(
+        CAUSE_STATES.get(cause, JobState.FAILED),
+        f"not restarted: the earlier attempt ended by {cause}, which restart.on does not list "
+        f"({', '.join(plan.restart_on) or 'nothing'})",
+    )
+
+
+def decide_requeue(plan: JobPlan, outcome: Outcome, attempt: int, can_requeue: bool) -> None:
+    """Whether the attempt goes on in a next one (then its end is recorded as requeued)."""
+    if outcome.requeued_by_slurm:
+        outcome.requeue = True
+        return
+    allowed = should_requeue(plan, outcome.cause, attempt)
+    if allowed and not can_requeue:
+        outcome.reason += "; a local run is not restarted"
+    outcome.requeue = allowed and can_requeue
+
+
+def named_cause(outcome: Outcome, lost: list[str], hung: list[str], silence: int) -> Outcome:
+    """A failed attempt's cause: a lost node, a hung command, or a command's failure."""
+    if lost:
+        outcome.cause, outcome.lost_nodes = "node_fail", lost
+        outcome.state = JobState.NODE_FAIL
+        outcome.reason = f"node(s) {','.join(lost)} lost (its step stopped answering); {outcome.reason}"
+    elif hung:
+        outcome.cause = "hang"
+        outcome.reason = f"HUNG: node(s) {','.join(hung)} printed nothing for {silence} s"
+    else:
+        outcome.cause = "failure" if outcome.failed else ""
+    return outcome
+
+
+def interruption(plan: JobPlan, signal_name: str, job: Mapping[str, str]) -> tuple[Outcome, float]:
+    """The checkpoint signal came: how the attempt will end (time limit or preemption), and until when
+    (``time.time()``) its commands may save."""
+    cause = "preempt" if preempted(job) else "timeout"
+    end_time = slurm_time(job.get("EndTime", ""))
+    if end_time is not None:
+        deadline = end_time - plan.stop_grace - REQUEUE_MARGIN
+    else:  # the limit is at least signal.before away (Slurm may signal up to a minute early)
+        deadline = time.time() + max(plan.signal_before - plan.stop_grace - REQUEUE_MARGIN, 0)
+    what = "the job was preempted" if cause == "preempt" else "the time limit is near"
+    return Outcome(CAUSE_STATES[cause], f"{what}: every node got {signal_name}", cause=cause), deadline
+
+
+def requeued_by_slurm(job: Mapping[str, str], attempt: int) -> bool:
+    """Whether Slurm's view shows the job restarted beyond this attempt (a SIGTERM was its requeue)."""
+    restarts = job.get("Restarts", "")
+    return restarts.isdigit() and int(restarts) > attempt
+
+
+def slurm_requeue(job: Mapping[str, str], lost: list[str]) -> Outcome:
+    """Slurm requeued the job itself: for a preemption, a lost node, or an administrator's requeue."""
+    if preempted(job):
+        outcome = Outcome(JobState.PREEMPTED, "the job was preempted; Slurm requeued it", cause="preempt")
+    elif lost:
+        outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost; Slurm requeued the job")
+        outcome.cause, outcome.lost_nodes = "node_fail", lost
+    else:
+        outcome = Outcome(JobState.FAILED, "requeued by Slurm or an administrator")
+    outcome.requeued_by_slurm = True
+    return outcome
+
+
+def slurm_time(text: str) -> float | None:
+    """A time as ``scontrol`` prints it (``2026-11-30T07:56:27``, local time) as seconds since the epoch."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None

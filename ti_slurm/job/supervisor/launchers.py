@@ -1,0 +1,210 @@
+"""The launchers: what starts the processes that serve a component's nodes, and stops them.
+
+- :class:`SlurmLauncher` (inside the batch script) starts one background
+  ``srun [--het-group=<n>]`` per component (a Slurm job step), which runs
+  each node's step (:mod:`ti_slurm.job.main`) on every node of that component;
+- :class:`LocalLauncher` (``submit --local``) starts one process per simulated
+  node on this machine, with the same Slurm variables a step would see.
+
+Each :class:`Launch` is one process the supervisor started and watches: an
+``srun`` serving all of a component's nodes, or one local node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from ti_slurm.core.files import write_atomic
+from ti_slurm.core.hostlist import expand
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.job import main_command
+from ti_slurm.job.process import descendants, parent_of, start_group, stop_trees, terminate
+from ti_slurm.job.restart import SlurmControl
+
+POLL_SECONDS = 0.1
+STOP_MARGIN = 5.0  # seconds beyond the spec's stop grace a stopped step has to end before srun is killed
+
+
+@dataclass
+class Launch:
+    """One process the supervisor started: it serves some nodes of one component."""
+
+    component_index: int
+    component: str
+    nodes: list[int]
+    proc: subprocess.Popen[bytes]
+    exit_code: int | None = None
+    stopping: bool = False
+
+
+class Launcher(Protocol):
+    """Starts the processes that serve a component's nodes (and names the nodes)."""
+
+    # On cancel, write the job's final record before stopping its steps? Slurm
+    # kills the batch script KillWait seconds after scancel, so there the record
+    # goes first; locally nothing kills the supervisor, so CANCELLED means gone.
+    record_before_stop_on_cancel: bool
+    # Are node names resolved to addresses (Slurm), or is every node this machine (the local runner)?
+    resolves_names: bool
+    # Which attempt this is (Slurm's restart count), and Slurm's commands to requeue it (None: cannot).
+    restart_count: int
+    control: SlurmControl | None
+
+    def node_names(self, component: int) -> list[str]: ...
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]: ...
+
+    def stop(self, launch: Launch, grace: float) -> None: ...
+
+    def stop_leftovers(self, grace: float) -> None:
+        """Stop what stopped or dead node steps left behind, where this launcher can (after every stop)."""
+
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        """Deliver ``signum`` to every node ``launch`` serves (each node's step passes it to its command)."""
+
+
+def node_command(plan: JobPlan, component: int, job_dir: str) -> list[str]:
+    """Each node's step: ``job/main.py node`` on the bare interpreter."""
+    return main_command(plan.python, "node", JobPaths(job_dir).plan, str(component), job_dir)
+
+
+class SlurmLauncher:
+    """Inside the batch script: one ``srun`` per component."""
+
+    record_before_stop_on_cancel = True
+    resolves_names = True
+
+    def __init__(self, job_dir: str, environ: dict[str, str] | None = None) -> None:
+        self.job_dir = job_dir
+        self.environ = dict(os.environ if environ is None else environ)
+        count = self.environ.get("SLURM_RESTART_COUNT", "0")
+        self.restart_count = int(count) if count.isdigit() else 0
+        self.control: SlurmControl | None = SlurmControl(self.environ)
+
+    def node_names(self, component: int) -> list[str]:
+        text = self.environ.get(f"SLURM_JOB_NODELIST_HET_GROUP_{component}") or self.environ.get(
+            "SLURM_JOB_NODELIST", ""
+        )
+        return expand(text) if text else []
+
+    def srun_args(self, plan: JobPlan, component: int, nodes: list[int]) -> list[str]:
+        comp = plan.components[component]
+        log = JobPaths(self.job_dir).node_log(comp.name, "%n")  # srun fills in each node's place in the step
+        args = ["srun"]
+        if plan.heterogeneous:
+            args.append(f"--het-group={component}")
+        args += [
+            f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}",
+            "--ntasks-per-node=1",
+            f"--cpus-per-task={comp.cpus_per_node}",
+            "--kill-on-bad-exit=1",
+            "--wait=0",
+            "--export=ALL",
+            f"--job-name={comp.name}",
+            f"--output={log}",
+        ]
+        if len(nodes) < comp.nodes:
+            args.append(f"--nodelist={','.join(self.node_names(component)[i] for i in nodes)}")
+        return args + node_command(plan, component, self.job_dir)
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        os.makedirs(JobPaths(self.job_dir).logs_dir, exist_ok=True)  # srun cannot start a step without it
+        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.environ)
+        return [Launch(component, plan.components[component].name, nodes, proc)]
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
+        # srun then ends by itself. Not a signal to srun: on SIGTERM it kills the tasks at once, and on
+        # Slurm 25.11 one srun of a heterogeneous job getting SIGTERM cancels the whole job, this one too.
+        write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.restart_count}\n")
+        deadline = time.monotonic() + grace + STOP_MARGIN
+        while launch.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        if launch.proc.poll() is None:  # a step that does not answer (a lost node srun still waits for)
+            launch.proc.kill()  # Slurm ends what is left of the step with the job
+        launch.proc.wait()
+
+    def stop_leftovers(self, grace: float) -> None:
+        pass  # what a step leaves, Slurm ends with the step (and the Epilog with the job)
+
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own
+        # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
+        # for this file while its command runs and passes the signal to the command's processes only.
+        write_atomic(JobPaths(self.job_dir).signal, f"{self.restart_count} {signal.Signals(signum).name}\n")
+
+
+class LocalLauncher:
+    """On this machine: one process per simulated node, all at 127.0.0.1."""
+
+    record_before_stop_on_cancel = False
+    resolves_names = False
+    restart_count = 0
+    control: SlurmControl | None = None  # a local run is not requeued
+
+    def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
+        self.job_dir, self.job_id = job_dir, job_id
+        self.names = [["localhost"] * c.nodes for c in plan.components]
+        self.procs: list[subprocess.Popen[bytes]] = []  # every node's step
+
+    def node_names(self, component: int) -> list[str]:
+        return self.names[component]
+
+    def env_for(self, plan: JobPlan, index: int) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env.update(
+            SLURM_JOB_ID=str(self.job_id),
+            SLURM_NODEID=str(index),
+            SLURM_PROCID=str(index),
+            SLURM_JOB_NAME=plan.name,
+            TI_SLURM_NODE_ADDR="127.0.0.1",
+            TI_SLURM_PORT_PER_NODE="1",
+            TI_SLURM_LOCAL="1",
+        )
+        if plan.heterogeneous:
+            env["SLURM_HET_SIZE"] = str(len(plan.components))
+            env["SLURM_HET_JOB_ID"] = str(self.job_id)
+            for c, comp in enumerate(plan.components):
+                env[f"SLURM_JOB_NODELIST_HET_GROUP_{c}"] = ",".join(["localhost"] * comp.nodes)
+        else:
+            env["SLURM_JOB_NODELIST"] = ",".join(["localhost"] * plan.components[0].nodes)
+        return env
+
+    def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+        comp, paths = plan.components[component], JobPaths(self.job_dir)
+        os.makedirs(paths.logs_dir, exist_ok=True)
+        launches = []
+        for index in nodes:
+            with open(paths.node_log(comp.name, index), "wb") as log:
+                argv = node_command(plan, component, self.job_dir)
+                proc = start_group(argv, self.env_for(plan, index), output=log, die_with_parent=True)
+            self.procs.append(proc)
+            launches.append(Launch(component, comp.name, [index], proc))
+        return launches
+
+    def stop(self, launch: Launch, grace: float) -> None:
+        terminate(launch.proc, grace + 5, group=True)
+
+    def stop_leftovers(self, grace: float) -> None:
+        """Stop what a stopped node step left behind (it was killed or frozen: it could not stop its command),
+        handed to this process as subreaper: any child that is not a running node's step."""
+        steps = {proc.pid for proc in self.procs if proc.poll() is None}
+        me = os.getpid()
+        orphans = [pid for pid in descendants(me) if pid not in steps and pid != me and parent_of(pid) == me]
+        if orphans:
+            stop_trees(orphans, grace)
+            for pid in orphans:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)  # reap them: this process is their parent now
+
+    def pass_signal(self, launch: Launch, signum: int) -> None:
+        if launch.proc.poll() is None:
+            os.kill(launch.proc.pid, signum)  # the node's step, which passes it to its command

@@ -1,0 +1,231 @@
+"""The supervisor's loop: the one part with state. It starts the launches, takes a snapshot of the
+records at each exit and asks :mod:`~ti_slurm.job.supervisor.judge`, hears Slurm's signals, records
+every event, and ends the attempt (stopping what runs, recording the end, requeueing).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from ti_slurm.core.events import EventLog
+from ti_slurm.core.files import write_atomic
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.job.beat import ALIVE_EVERY
+from ti_slurm.job.modes import get_mode
+from ti_slurm.job.restart import preempted
+from ti_slurm.job.supervisor import attempts
+from ti_slurm.job.supervisor.history import AttemptRecord
+from ti_slurm.job.supervisor.judge import NodeNames, Outcome
+from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launcher
+from ti_slurm.job.supervisor.liveness import Liveness
+from ti_slurm.job.supervisor.records import NodeRecords
+from ti_slurm.job.supervisor.steps import Steps
+
+HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
+ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
+CANCEL_SETTLE = 2.0  # seconds a step killed by a signal waits for the supervisor's own cancel signal
+BACKGROUND_SETTLE = 2.0  # seconds a background exit waits for the required nodes' records (Ray's workers)
+
+
+class Supervisor:
+    """Runs a plan's nodes through a launcher and decides the job's outcome."""
+
+    def __init__(self, plan: JobPlan, job_dir: str, launcher: Launcher, say: Callable[[str], None] | None = None):
+        self.plan, self.paths, self.launcher, self.control = plan, JobPaths(job_dir), launcher, launcher.control
+        self.rule = get_mode(plan.mode).rule
+        self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
+        self.log = EventLog(self.paths.status, plan.submission)
+        self.names = NodeNames([launcher.node_names(c) for c in range(len(plan.components))])
+        self.records = NodeRecords(self.paths)
+        self.liveness = Liveness(self.paths, self.names, None)
+        self.steps = Steps(plan, self.rule, launcher, self.records, self.names, self.event)
+        self._cancel_signal: int | None = None
+        self._checkpoint_signal: int | None = None
+        self.attempt = launcher.restart_count
+        self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
+        self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
+        self.history = AttemptRecord(plan, self.paths, self.log, self.attempt, self.control, self.say)
+
+    def event(self, kind: str, **data: object) -> None:
+        self.log.append(kind, self.attempt, **data)
+
+    # -- one attempt, start to end ---------------------------------------------
+    def run(self) -> Outcome:
+        os.makedirs(self.paths.root, exist_ok=True)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        if self.plan.checkpoint_signal:
+            signal.signal(getattr(signal, f"SIG{self.plan.checkpoint_signal}"), self._on_checkpoint_signal)
+        try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
+            outcome = attempts.restart_refused(self.plan, self.history.close_earlier_attempt()) or self.run_attempt()
+        except Exception as exc:
+            outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
+        attempts.decide_requeue(self.plan, outcome, self.attempt, self.control is not None)
+        record_first = self.launcher.record_before_stop_on_cancel and (
+            outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
+        )
+        if not record_first:
+            self.steps.stop_running()
+        self.history.record_end(outcome)
+        if outcome.requeue:
+            self.history.requeue(outcome)
+        if record_first:
+            self.steps.stop_running()
+        self.liveness.close()
+        self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
+        return outcome
+
+    def run_attempt(self) -> Outcome:
+        if self.plan.restart_max and self.attempt >= self.plan.restart_max and self.control:
+            self.control.disable_requeue()  # the last attempt: preemption ends the job now
+        self.share_addresses()
+        self.liveness.listen(self.say)
+        self.steps.start()
+        components = [
+            {"name": comp.name, "nodes": self.names.per_component[c]} for c, comp in enumerate(self.plan.components)
+        ]
+        self.event("start", mode=self.plan.mode, components=components)
+        self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
+        outcome = self.loop()
+        if outcome.state is JobState.FAILED and not outcome.cause:
+            snap = self.records.snapshot()
+            lost = self.liveness.lost(self.steps.launches, snap, self.control)
+            hung = self.liveness.hung(self.steps.launches, snap, self.plan.watchdog_silence)
+            outcome = attempts.named_cause(outcome, lost, hung, self.plan.watchdog_silence)
+        return outcome
+
+    def share_addresses(self) -> None:
+        """Resolve every node's name once, here, for every node's contract (and the preflight's check)."""
+        names = [name for names in self.names.per_component for name in names]
+        if len(names) <= ADDRESSES_UP_TO and self.launcher.resolves_names:
+            from ti_slurm.job.contract import resolve_all
+
+            write_atomic(self.paths.addresses, resolve_all(names))
+
+    # -- the loop ----------------------------------------------------------------
+    def loop(self) -> Outcome:
+        alive_at = next_lost_check = time.monotonic()
+        while True:
+            if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
+                alive_at = time.monotonic()
+                self.event("alive")
+            if self._checkpoint_signal is not None and self.interrupt is None:
+                self.begin_interrupt(self._checkpoint_signal)
+            outcome = self.heard_signal() if self._cancel_signal is not None else None
+            if outcome is None and self.interrupt is not None:
+                outcome = self.saved()  # saving: exits are expected; the attempt ends when all are done
+            elif outcome is None:
+                outcome = self.steps.judged_exit()
+                outcome = outcome and self.cancelled_meanwhile(outcome)
+                if outcome is None and time.monotonic() >= next_lost_check:
+                    next_lost_check = time.monotonic() + ALIVE_EVERY
+                    outcome = self.frozen_nodes()
+            if outcome is not None:
+                return outcome
+            time.sleep(POLL_SECONDS)
+
+    def saved(self) -> Outcome | None:
+        """The interrupted attempt's end, once every node whose success the job needs has saved (parameter
+        servers and Ray's worker daemons are then stopped, as at a normal end) or the deadline came."""
+        for launch in self.steps.launches:
+            self.steps.reaped(launch)
+        if all(x.exit_code is not None for x in self.steps.required) or time.time() >= self.deadline:
+            return self.interrupt
+        return None
+
+    def frozen_nodes(self) -> Outcome | None:
+        """A frozen step, or a node gone before anything noticed: the job cannot go on. Under Slurm, srun and
+        Slurm's node state find a lost node and Slurm requeues the job itself (acting too would race it)."""
+        found = self.liveness.frozen(self.steps.launches) if self.control is None else []
+        if found:
+            records = self.records.snapshot().records  # those ended on their own meanwhile are not frozen
+            lost = sorted({name for component, i, name in found if (component, i) not in records})
+            if lost:
+                outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost (its step stopped answering)")
+                outcome.cause, outcome.lost_nodes = "node_fail", lost
+                return outcome
+        return None
+
+    # -- signals -------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._cancel_signal = signum
+
+    def _on_checkpoint_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._checkpoint_signal = signum
+
+    @property
+    def may_restart(self) -> bool:
+        """Could a SIGTERM be Slurm requeueing the job (rather than a cancel)? Then Slurm is asked."""
+        return (self.plan.restart_max > 0 or bool(self.plan.checkpoint_signal)) and self.control is not None
+
+    def cancelled(self) -> Outcome:
+        return Outcome(
+            JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal or signal.SIGTERM).name}"
+        )
+
+    def begin_interrupt(self, signum: int, job: dict[str, str] | None = None) -> None:
+        """The checkpoint signal came: why (time limit or preemption), until when, and pass it to every node.
+
+        ``job`` (Slurm's view, when already asked) with SIGTERM: a preemption on a site that sends SIGTERM
+        to every process instead of the job's signal; the nodes have it already, from Slurm.
+        """
+        if job is None:
+            job = self.control.show_job() if self.control else {}
+        name = signal.Signals(signum).name
+        self.interrupt, self.deadline = attempts.interruption(self.plan, name, job)
+        cause = self.interrupt.cause
+        self.event("signal", signal=name.removeprefix("SIG"), cause=cause, deadline=round(self.deadline, 3))
+        for launch in self.steps.launches:
+            if launch.exit_code is None:
+                launch.stopping = True  # its exit is the checkpoint's end, not a failure
+                if signum != signal.SIGTERM:
+                    self.launcher.pass_signal(launch, signum)
+        what = "the job was preempted" if cause == "preempt" else "the time limit is near"
+        self.say(f"{what}: every node's command got {name}")
+
+    def heard_signal(self) -> Outcome | None:
+        """SIGTERM (or SIGINT, SIGHUP) came: a cancel, or on a job that may restart, Slurm's requeue
+        (preemption, node failure), or a preemption where the site sends SIGTERM instead of the job's
+        signal (then None: the commands save in the grace time, and a second SIGTERM ends it)."""
+        if not self.may_restart:
+            return self.cancelled()
+        outcome = self.interrupted_by_slurm()
+        if outcome is None:
+            self._cancel_signal = None
+        return outcome
+
+    def interrupted_by_slurm(self) -> Outcome | None:
+        job = self.control.show_job() if self.control else {}
+        if not attempts.requeued_by_slurm(job, self.attempt):
+            if self.interrupt is not None:
+                return self.interrupt  # the time limit or the preemption's grace time came first
+            if preempted(job):
+                self.begin_interrupt(signal.SIGTERM, job)
+                return None
+            return self.cancelled()
+        if self.interrupt is not None:  # the preemption (or time limit) whose grace time Slurm ended
+            self.interrupt.requeued_by_slurm = True
+            return self.interrupt
+        lost = [] if preempted(job) else self.liveness.lost(self.steps.launches, self.records.snapshot(), self.control)
+        return attempts.slurm_requeue(job, lost)
+
+    def cancelled_meanwhile(self, outcome: Outcome) -> Outcome:
+        """A node killed by a signal may be the first sign of a cancel: ``scancel`` signals every step
+        and the batch script at once, in no set order. Give the supervisor's own signal a moment."""
+        code = outcome.failed.get("exit_code")
+        if outcome.state is not JobState.FAILED or (isinstance(code, int) and code <= 128):
+            return outcome
+        deadline = time.monotonic() + CANCEL_SETTLE
+        while self._cancel_signal is None and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS / 2)
+        if self._cancel_signal is None:
+            return outcome
+        if self.may_restart:
+            return self.interrupted_by_slurm() or self.interrupt or outcome
+        return self.cancelled()

@@ -1,0 +1,64 @@
+"""Reading the nodes' exit records: each record file is opened once, when it first appears.
+
+A node's step writes its record once (atomically) when its command ends; a snapshot lists
+``nodes/`` and opens only the names it has not read yet, so judging an exit costs one listing
+of the folder however often it is asked (a 4096-node job: every exit, and every poll while a
+background exit settles).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ti_slurm.core.events import NodeExit
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.job.supervisor.judge import NodeKey, Snapshot
+from ti_slurm.job.supervisor.launchers import Launch
+
+FULL_DISK_BYTES = 1 << 20  # less free space than this where the job's files go: they could not be written
+
+
+class NodeRecords:
+    """The exit records of one attempt's nodes (``<job dir>/nodes/``)."""
+
+    def __init__(self, paths: JobPaths) -> None:
+        self.paths = paths
+        self.records: dict[NodeKey, NodeExit] = {}
+        self.read: set[str] = set()  # file names read (a damaged one too: it is not read again)
+
+    def snapshot(self, launch: Launch | None = None) -> Snapshot:
+        """The records as they are now: every node's, or only those of ``launch``'s nodes read anew (their
+        files by name: no listing of the folder). The mapping is this reader's own, valid until the next
+        snapshot."""
+        if launch is not None:
+            names = [f"{launch.component}.{i}.json" for i in launch.nodes]
+        else:
+            try:
+                names = os.listdir(self.paths.nodes_dir)
+            except OSError:
+                names = []
+        for name in names:
+            if name in self.read or not name.endswith(".json"):  # not a record being written ("<name>.tmp.<pid>...")
+                continue
+            try:
+                with open(os.path.join(self.paths.nodes_dir, name), encoding="utf-8") as fh:
+                    record = NodeExit.from_json(fh.read())
+            except OSError:
+                continue  # gone meanwhile, or unreadable for now: tried again next time
+            except ValueError:
+                self.read.add(name)  # not a record
+                continue
+            self.read.add(name)
+            self.records[(record.component, record.index)] = record
+        return Snapshot(self.records, self.paths.root, full_disk(self.paths.root))
+
+
+def full_disk(root: str) -> str:
+    """Why job files could not be written, when it is that the job directory's filesystem is full."""
+    try:
+        fs = os.statvfs(root)
+    except OSError:
+        return ""
+    if fs.f_bavail * fs.f_frsize >= FULL_DISK_BYTES and (fs.f_files == 0 or fs.f_favail > 0):
+        return ""
+    return f"the filesystem of {root} is full (ENOSPC: no space left on device)"
