@@ -59,6 +59,10 @@ class ModeError(TiSlurmError, ValueError):
     """No mode has that name, or a mode's module does not define its mode."""
 
 
+class PlatformError(TiSlurmError, ValueError):
+    """No platform has that name, or a platform's module does not define its platform."""
+
+
 class AgentError(TiSlurmError):
     """The launch agent (``ssh`` for mpirun) was called with a command line it cannot serve."""
 

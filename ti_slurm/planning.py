@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ti_slurm.core.environ import MAX_ENV_STRING
-from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode
 from ti_slurm.site import SiteConfig, load_site_config
@@ -30,7 +30,7 @@ def make_plan(
         name=spec.name,
         mode=spec.mode,
         command=spec.command,
-        components=get_mode(spec.mode).components(spec),
+        components=components(spec),
         env=dict(spec.env),
         rdma=spec.rdma,
         master_port=spec.master_port,
@@ -39,6 +39,7 @@ def make_plan(
         preflight=spec.preflight not in (False, "off"),
         preflight_allreduce=isinstance(spec.preflight, PreflightSpec) and spec.preflight.allreduce,
         **restart_fields(spec),
+        platform=spec.platform,
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,
@@ -48,6 +49,19 @@ def make_plan(
         time=spec.time,
         sbatch=dict(spec.sbatch),
         submission=submission,
+    )
+
+
+def components(spec: JobSpec) -> tuple[Component, ...]:
+    """The mode's components, each with its platform's start command where the platform gives one."""
+    from ti_slurm.job.platforms import get_platform
+
+    platform = get_platform(spec.platform)
+    return tuple(
+        comp.replace(command=command)
+        if (command := platform.component_command(spec.mode, comp.name, spec.command))
+        else comp
+        for comp in get_mode(spec.mode).components(spec)
     )
 
 

@@ -261,9 +261,9 @@ class JobSpec(_Strict):
     python: str | None = None
     # the platform contract
     rdma: Literal["auto", "on", "off"] = "auto"
-    # which platform's start-command conventions to follow: "modelarts" appends --task_name=ps|worker
-    # to each PS-Worker task's command, as ModelArts does
-    platform: Literal["ti", "modelarts"] = "ti"
+    # whose contract the nodes see beyond the mode's (ti_slurm/job/platforms/): "modelarts" appends
+    # --task_name=ps|worker to each PS-Worker task's command, as ModelArts does
+    platform: str = "ti"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     # each node checks names, ports, GPUs and RDMA before the command: true/false, on/off or {allreduce: true}
@@ -289,6 +289,15 @@ class JobSpec(_Strict):
     def _mode(cls, v: str) -> str:
         if v not in mode_names():
             raise ValueError(f"expected one of: {', '.join(mode_names())}")
+        return v
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, v: str) -> str:
+        from ti_slurm.job.platforms import platform_names
+
+        if v not in platform_names():
+            raise ValueError(f"expected one of: {', '.join(platform_names())}")
         return v
 
     @field_validator("command")

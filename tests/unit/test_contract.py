@@ -253,3 +253,30 @@ def test_the_checkpoint_directory_is_the_same_wherever_the_workdir_was_given(
     plan = plan_of(doc)
     env = node_contract(plan, single("gpu[001-002]", 1), 0, "/jd").env
     assert env["TI_SLURM_CHECKPOINT_DIR"] == expected.format(cwd=tmp_path)
+
+
+# -- the platform axis -------------------------------------------------------------------
+def test_the_platforms_are_the_modules_of_their_folder() -> None:
+    from ti_slurm.job.platforms import get_platform, platform_names
+
+    assert platform_names() == ("modelarts", "ti")
+    assert [get_platform(name).name for name in platform_names()] == ["modelarts", "ti"]
+
+
+def test_a_platform_adds_variables_on_every_node_but_never_replaces_the_modes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ti_slurm.job import platforms
+    from ti_slurm.job.platforms.base import Platform
+
+    class Added(Platform):
+        name = "ti"
+
+        def node_env(self, ctx, contract):  # type: ignore[no-untyped-def]
+            return {"PLATFORM_RANK": contract["RANK"], "MASTER_ADDR": "elsewhere"}
+
+    monkeypatch.setitem(platforms._LOADED, "ti", Added())
+    plan = plan_of({"mode": "ddp", "nodes": 2})
+    envs = [node_contract(plan, single("gpu[009-010]", i), 0, "/jd").env for i in range(2)]
+    assert [e["PLATFORM_RANK"] for e in envs] == ["0", "1"]
+    assert {e["MASTER_ADDR"] for e in envs} == {"10.1.0.9"}  # the mode's own stays

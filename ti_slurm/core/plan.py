@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from typing import Any
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: the plan names its platform
 
 
 class Container(Record):
@@ -74,6 +74,7 @@ class JobPlan(Record):
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
     checkpoint_dir: str = ""  # TI_SLURM_CHECKPOINT_DIR ("": <job dir>/checkpoint)
+    platform: str = "ti"  # whose contract the nodes see beyond the mode's (ti | modelarts)
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
     python: str = sys.executable

@@ -22,6 +22,7 @@ from ti_slurm.core.record import Record
 from ti_slurm.errors import ContractError
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.modes.base import JobLayout, NodeContext
+from ti_slurm.job.platforms import get_platform
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -226,6 +227,8 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     contract_env = common_env(ctx)
     contract_env.update(mode.node_env(ctx))
     contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
+    for name, value in get_platform(plan.platform).node_env(ctx, contract_env).items():
+        contract_env.setdefault(name, value)  # the platform adds; the mode's own names stay
     contract_env.update(restart_env(ctx, env))
     check_env_sizes(contract_env)
     defaults = rdma_env(plan, component, layout.partitions[component])

@@ -4,7 +4,7 @@ Every task gets ``TF_CONFIG`` with the ``ip:port`` of every ps and worker
 task and its own ``task.type``/``task.index``. Parameter servers never exit
 by themselves: the job is done when every worker has exited 0, then the ps
 tasks are stopped and the job succeeds. With ``platform: modelarts`` each
-task's command gets ModelArts' ``--task_name=ps|worker`` appended.
+task's command gets ModelArts' ``--task_name=ps|worker`` appended (:mod:`ti_slurm.job.platforms.modelarts`).
 """
 
 from __future__ import annotations
@@ -38,11 +38,7 @@ class PSWorker(Mode):
                 raise SpecError(key, None, "mode ps-worker needs both 'ps' and 'worker' (each at least 1 node)")
 
     def components(self, spec: SpecView) -> tuple[Component, ...]:
-        # ModelArts tells each task its role with the hyperparameter --task_name
-        def command(role: str) -> str:
-            return f"{spec.command} --task_name={role}" if spec.platform == "modelarts" else ""
-
-        return tuple(component(role, getattr(spec, role), spec, command(role)) for role in self.role_fields)
+        return tuple(component(role, getattr(spec, role), spec) for role in self.role_fields)
 
     def component_names(self, count: int) -> list[str]:
         return list(self.role_fields)
