@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,16 @@ def api_spec(tmp_path: Path, **fields: object) -> dict[str, object]:
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600):
-    """Run the real ``ti-slurm`` command line."""
+    """Run the real ``ti-slurm`` command line: the installed one, or where none is on PATH (a plain copy of the
+    source tree, as the unit tier may run), ``python3 -m ti_slurm`` from this tree."""
     full_env = dict(os.environ)
     full_env.update(env or {})
+    argv = ["ti-slurm"]
+    if shutil.which("ti-slurm", path=full_env.get("PATH")) is None:
+        argv = [sys.executable, "-m", "ti_slurm"]
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run(
-        ["ti-slurm", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
+        [*argv, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 

@@ -133,7 +133,12 @@ def test_oci_gets_a_bundle_of_its_own_made_as_slurm_makes_it(tmp_path: Path) -> 
     (bundle / "config.json").write_text(json.dumps(image_config))
     conf = tmp_path / "oci.conf"
     conf.write_text('# comment\nRunTimeRun="crun --root=/run/c/%u run --bundle %b %n.%u.%j.%s.%t"\nX=1\n')
+    fake = tmp_path / "bin"  # the check looks for the runtime on PATH; the bundle is made without running it
+    fake.mkdir()
+    (fake / "crun").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "crun").chmod(0o755)
     env = node_env(tmp_path) | {"SLURM_CONF": str(tmp_path / "slurm.conf"), "USER": "alice"}
+    env["PATH"] = f"{fake}:{env['PATH']}"
     doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": {"image": str(bundle), "runtime": "oci"}}
     code = tmp_path / "code"
     code.mkdir()

@@ -189,6 +189,9 @@ def test_importing_every_job_module_loads_no_third_party_package(tmp_path: Path)
 
 
 def test_importing_the_package_is_free() -> None:
-    probe = "import sys; before = set(sys.modules); import ti_slurm; print(' '.join(sorted(set(sys.modules) - before)))"
+    probe = (
+        f"import sys; sys.path.insert(0, {str(PACKAGE.parent)!r}); before = set(sys.modules); import ti_slurm; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
     out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["ti_slurm"]
