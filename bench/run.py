@@ -685,7 +685,7 @@ def case_controller_load(tmp: Path, jobs: int, seconds: int) -> list[Row]:
 
 def case_ssh_submit(repeat: int, tmp: Path) -> list[Row]:
     from tests.sshd import LOGIN_PATH, start_sshd
-    from ti_slurm.backends.ssh import SSHSession, parse_target
+    from ti_slurm.transports.ssh import SSHSession, parse_target
 
     server = start_sshd(tmp / "sshd", LOGIN_PATH)
     try:

@@ -269,7 +269,7 @@ def test_missing_sbatch_and_rejected_job_are_one_line(tmp_path: Path, sshd: Sshd
 
 
 def test_proxy_jump_is_honoured(tmp_path: Path, sshd: Sshd) -> None:
-    from ti_slurm.backends.ssh import SSHSession, parse_target
+    from ti_slurm.transports.ssh import SSHSession, parse_target
 
     config = ssh_config(tmp_path, sshd)
     with SSHSession(parse_target("viajump", str(config)), config_path=str(config)) as session:
@@ -278,7 +278,7 @@ def test_proxy_jump_is_honoured(tmp_path: Path, sshd: Sshd) -> None:
 
 
 def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
-    from ti_slurm.backends.ssh import SSHSession, parse_target
+    from ti_slurm.transports.ssh import SSHSession, parse_target
 
     config = ssh_config(tmp_path, sshd)
     with SSHSession(parse_target("login", str(config))) as session:
@@ -287,11 +287,12 @@ def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
 
 
 def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, sshd: Sshd) -> None:
-    from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
+    from ti_slurm.backends.ssh import SSHBackend
     from ti_slurm.errors import BackendError
     from ti_slurm.planning import make_plan
     from ti_slurm.script import render
     from ti_slurm.spec import parse_spec
+    from ti_slurm.transports.ssh import SSHSession, parse_target
 
     class DropsAfterSbatch(SSHSession):
         dropped = False

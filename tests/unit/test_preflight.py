@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fake_sysfs
-from ti_slurm.backends.slurm import job_environment
+from ti_slurm.core.environ import job_environment
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.job.contract import NodeContract
 from ti_slurm.job.preflight import gpus_match, names_agree, ports_free, problems, rdma_ports_active

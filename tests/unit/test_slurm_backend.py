@@ -9,6 +9,7 @@ import pytest
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.slurm import SlurmBackend, parse_job_id, parse_scontrol_jobs, parse_version
 from ti_slurm.errors import BackendError, SubmissionError
+from ti_slurm.transports import LocalTransport
 
 
 @pytest.mark.parametrize(
@@ -57,7 +58,7 @@ def test_one_controller_call_for_many_jobs() -> None:
         calls.append(list(argv))
         return subprocess.CompletedProcess(argv, 0, "1000\n" + job_line("1", "RUNNING") + job_line("2", "PENDING"), "")
 
-    states = SlurmBackend(run).queue_states([JobInfo(str(i)) for i in range(1, 201)])
+    states = SlurmBackend(LocalTransport(run)).queue_states([JobInfo(str(i)) for i in range(1, 201)])
     assert len(calls) == 1 and "scontrol -o show job" in calls[0][2]
     assert set(states) == {"1", "2"}
 
@@ -66,7 +67,7 @@ def test_no_jobs_at_all_is_an_empty_queue() -> None:
     def run(argv, stdin):  # type: ignore[no-untyped-def]
         return subprocess.CompletedProcess(argv, 0, "1000\nNo jobs in the system\n", "")
 
-    assert SlurmBackend(run).queue_states([JobInfo("99")]) == {}
+    assert SlurmBackend(LocalTransport(run)).queue_states([JobInfo("99")]) == {}
 
 
 class FakeSlurm:
@@ -85,7 +86,7 @@ def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type
 
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
-    info = SlurmBackend(runner).submit(plan, "#!/bin/bash\n", check_fit=False)
+    info = SlurmBackend(LocalTransport(runner)).submit(plan, "#!/bin/bash\n", check_fit=False)
     assert (tmp_path / "out").is_dir()
     assert runner.calls == [(["sbatch", "--parsable", "--comment=ti-slurm:s1"], "#!/bin/bash\n")]
     assert (info.job_id, info.job_dir, info.state) == ("4242", str(tmp_path / "out" / "4242"), "PENDING")
@@ -98,7 +99,7 @@ def test_a_refused_job_is_a_submission_error_with_sbatch_reason(tmp_path) -> Non
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 1, "", refused)})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 9, 0, 1),), output_dir=str(tmp_path))
     with pytest.raises(SubmissionError) as err:
-        SlurmBackend(runner).submit(plan, "#!/bin/bash\n", check_fit=False)
+        SlurmBackend(LocalTransport(runner)).submit(plan, "#!/bin/bash\n", check_fit=False)
     assert str(err.value) == f"sbatch failed: {refused.strip()}"
 
 
@@ -116,14 +117,14 @@ def test_queue_states_say_what_the_job_is_doing() -> None:
 def test_a_job_directory_is_found_from_its_output_file() -> None:
     show = "JobId=77 JobName=x\n   StdOut=/scratch/jobs/slurm-77.out\n"
     runner = FakeSlurm({"scontrol": subprocess.CompletedProcess(["scontrol"], 0, show, "")})
-    assert SlurmBackend(runner).find_job_dir("77") == "/scratch/jobs/77"
-    assert SlurmBackend(FakeSlurm({})).find_job_dir("78") is None
+    assert SlurmBackend(LocalTransport(runner)).find_job_dir("77") == "/scratch/jobs/77"
+    assert SlurmBackend(LocalTransport(FakeSlurm({}))).find_job_dir("78") is None
 
 
 def test_cancel_is_scancel_and_its_failure_one_line() -> None:
     runner = FakeSlurm({"scancel": subprocess.CompletedProcess(["scancel"], 1, "", "scancel: error: Kill job error\n")})
     with pytest.raises(BackendError, match=r"^scancel failed: scancel: error: Kill job error$"):
-        SlurmBackend(runner).cancel(JobInfo("9"))
+        SlurmBackend(LocalTransport(runner)).cancel(JobInfo("9"))
 
 
 def test_a_job_that_can_never_start_is_refused_before_sbatch(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -133,7 +134,7 @@ def test_a_job_that_can_never_start_is_refused_before_sbatch(tmp_path, monkeypat
     runner = FakeSlurm({"sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|4|gpu:8|infinite\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 128, 0, 1),), output_dir=str(tmp_path / "out"))
     with pytest.raises(SubmissionError, match=r"^the job can never start: 128 nodes asked, partition debug has 4"):
-        SlurmBackend(runner).submit(plan, "#!/bin/bash\n")
+        SlurmBackend(LocalTransport(runner)).submit(plan, "#!/bin/bash\n")
     assert [argv[0] for argv, _ in runner.calls] == ["sinfo"] and not (tmp_path / "out").exists()
 
 
@@ -149,9 +150,11 @@ def test_partitions_are_shared_and_checked_again_before_a_refusal(tmp_path, monk
     )
     small = JobPlan("t", "ddp", "true", (Component("ddp", 2, 0, 1),), output_dir=str(tmp_path / "out"))
     for _ in range(3):  # three submits, one sinfo
-        SlurmBackend(runner).submit(small, "#!/bin/bash\n")
+        SlurmBackend(LocalTransport(runner)).submit(small, "#!/bin/bash\n")
     assert [argv[0] for argv, _ in runner.calls].count("sinfo") == 1
     runner.answers["sinfo"] = subprocess.CompletedProcess(["sinfo"], 0, "debug*|8|gpu:8|infinite\n", "")
     grown = JobPlan("t", "ddp", "true", (Component("ddp", 6, 0, 1),), output_dir=str(tmp_path / "out"))
-    SlurmBackend(runner).submit(grown, "#!/bin/bash\n")  # the shared answer says 4 nodes: asked again, fits now
+    SlurmBackend(LocalTransport(runner)).submit(
+        grown, "#!/bin/bash\n"
+    )  # the shared answer says 4 nodes: asked again, fits now
     assert [argv[0] for argv, _ in runner.calls].count("sinfo") == 2

@@ -11,7 +11,7 @@ import pytest
 from ti_slurm.errors import ConfigError
 
 pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
-from ti_slurm.backends.ssh import parse_target
+from ti_slurm.transports.ssh import parse_target
 
 
 def test_host_block_and_match_exec_apply(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_host_block_and_match_exec_apply(tmp_path: Path) -> None:
         "Host login\n  HostName 10.1.2.3\n  Port 2222\n  IdentityFile ~/.ssh/id_x\n  ProxyJump bastion\n"
     )
     probe = (  # in a process of its own, as the CLI: invoke forwards stdin, which pytest captures
-        "from ti_slurm.backends.ssh import parse_target as p; "
+        "from ti_slurm.transports.ssh import parse_target as p; "
         f"t = p('login', {str(config)!r}); print(t.host, t.port, t.user, t.proxy_jump, t.identity_files[0]); "
         f"print(p('me@login:2200', {str(config)!r}).user)"
     )
@@ -36,7 +36,7 @@ def test_invoke_is_imported_only_when_an_ssh_config_needs_it(tmp_path: Path) -> 
     config = tmp_path / "ssh_config"
     config.write_text("Host login\n  HostName 10.1.2.3\n")
     probe = (
-        "import sys; from ti_slurm.backends.ssh import parse_target; "
+        "import sys; from ti_slurm.transports.ssh import parse_target; "
         f"parse_target('login', {str(config)!r}); "
         "print(type(sys.modules['invoke']).__name__)"
     )

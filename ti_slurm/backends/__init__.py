@@ -26,7 +26,8 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
         return SlurmBackend()
     if name == "ssh":
         try:
-            from ti_slurm.backends.ssh import SSHBackend, SSHSession, parse_target
+            from ti_slurm.backends.ssh import SSHBackend
+            from ti_slurm.transports.ssh import SSHSession, parse_target
         except ImportError:
             raise ConfigError("host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
         return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))

@@ -27,19 +27,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo, make_output_dir
-from ti_slurm.backends.slurm import (
-    KEPT,
-    LEAKING_PREFIXES,
-    SlurmBackend,
-    add_queue_entry,
-    job_environment,
-    parse_version,
-    run_local,
-)
+from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry, parse_version
+from ti_slurm.core.environ import job_environment, leaking
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.script import slurm_filename
+from ti_slurm.transports import run_local
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
 
@@ -206,7 +200,7 @@ def without_leaking_environment() -> Iterator[None]:
     given (a surrounding job's ``SLURM_CPU_BIND`` would bind the new job's tasks).
     """
     with _ENVIRON_LOCK:
-        kept = {k: v for k, v in os.environ.items() if k.startswith(LEAKING_PREFIXES) and k not in KEPT}
+        kept = {k: v for k, v in os.environ.items() if leaking(k)}
         for key in kept:
             del os.environ[key]
         try:

@@ -1,4 +1,5 @@
-"""Slurm backend: ``sbatch --parsable``, ``scontrol``, ``scancel`` (and ``squeue`` to find a job by its comment).
+"""Slurm backend: ``sbatch --parsable``, ``scontrol``, ``scancel`` (and ``squeue`` to find a job by its comment),
+here or over SSH: the commands go through a transport (:mod:`ti_slurm.transports`).
 
 Nothing here depends on accounting (``sacct``): many sites have none. A
 job's outcome comes from its own status file; the queue (``scontrol -o show
@@ -14,46 +15,22 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from ti_slurm.backends.base import (
     JobInfo,
     SubmitsInOneStep,
     make_output_dir,
-    read_local_bytes,
-    read_local_tail,
-    read_local_text,
 )
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, SubmissionError
+from ti_slurm.transports import LocalTransport, Transport
 
-Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 _VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")
 _JOB_ID = re.compile(r"(\d+)(?:;\S+)?")
-
-
-# What the submitting shell must not hand the job: the Slurm commands' own input variables and a
-# surrounding job's layout (SLURM_CPU_BIND from an outer step made one team's training 3x slower).
-LEAKING_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "PMIX_", "PMI_")
-KEPT = frozenset(("SLURM_CONF",))  # which cluster to talk to: users rely on it
-
-
-def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without what would change how Slurm lays out the job's steps (see LEAKING_PREFIXES)."""
-    return {k: v for k, v in environ.items() if k in KEPT or not k.startswith(LEAKING_PREFIXES)}
-
-
-def run_local(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm command here; a missing command is a one-line error. The command gets a clean
-    environment (:func:`job_environment`): sbatch hands its environment to the job."""
-    if shutil.which(argv[0]) is None:
-        raise BackendError(f"{argv[0]}: not found on PATH (is this a Slurm login node? try --local or --host)")
-    env = job_environment(os.environ)
-    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False, env=env)
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -160,8 +137,9 @@ class SlurmBackend(SubmitsInOneStep):
 
     name = "slurm"
 
-    def __init__(self, run: Runner = run_local) -> None:
-        self.run = run
+    def __init__(self, transport: Transport | None = None) -> None:
+        self.transport: Transport = transport or LocalTransport()
+        self.run = self.transport.run
 
     def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
         return checked_stdout(self.run(argv, stdin), argv[0])
@@ -240,10 +218,10 @@ class SlurmBackend(SubmitsInOneStep):
         self._ok(["scancel", job.job_id])
 
     def read_text(self, path: str) -> str | None:
-        return read_local_text(path)
+        return self.transport.read_text(path)
 
     def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        return read_local_bytes(path, offset, size)
+        return self.transport.read_bytes(path, offset, size)
 
     def read_tail(self, path: str, size: int) -> bytes | None:
-        return read_local_tail(path, size)
+        return self.transport.read_tail(path, size)
