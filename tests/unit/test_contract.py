@@ -275,7 +275,7 @@ def test_a_platform_adds_variables_on_every_node_but_never_replaces_the_modes(
         def node_env(self, ctx, contract):  # type: ignore[no-untyped-def]
             return {"PLATFORM_RANK": contract["RANK"], "MASTER_ADDR": "elsewhere"}
 
-    monkeypatch.setitem(platforms._LOADED, "ti", Added())
+    monkeypatch.setitem(platforms.PLATFORMS.loaded, "ti", Added())
     plan = plan_of({"mode": "ddp", "nodes": 2})
     envs = [node_contract(plan, single("gpu[009-010]", i), 0, "/jd").env for i in range(2)]
     assert [e["PLATFORM_RANK"] for e in envs] == ["0", "1"]

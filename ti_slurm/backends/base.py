@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ti_slurm.core.files import open_regular
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 
@@ -115,32 +114,3 @@ def make_output_dir(path: str) -> None:
     except OSError as exc:
         why = "a file is in the way" if isinstance(exc, FileExistsError | NotADirectoryError) else exc.strerror
         raise SpecError("output_dir", path, f"cannot create it: {why}") from None
-
-
-def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-    """A job file here from byte ``offset`` on (at most ``size`` bytes), reading nothing before it; ``None`` when
-    absent."""
-    try:
-        with open_regular(path) as fh:
-            fh.seek(offset)
-            return fh.read(-1 if size is None else size)
-    except OSError:
-        return None
-
-
-def read_local_tail(path: str, size: int) -> bytes | None:
-    """At most the last ``size`` bytes of a job file here, read from there on; ``None`` when absent."""
-    import os
-
-    try:
-        with open_regular(path) as fh:
-            fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
-            return fh.read(size)
-    except OSError:
-        return None
-
-
-def read_local_text(path: str) -> str | None:
-    """A job file on this machine (or its shared filesystem); ``None`` when absent."""
-    data = read_local_bytes(path)
-    return None if data is None else data.decode(errors="replace")

@@ -16,9 +16,6 @@ from ti_slurm.backends.base import (
     JobInfo,
     SubmitsInOneStep,
     make_output_dir,
-    read_local_bytes,
-    read_local_tail,
-    read_local_text,
 )
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
@@ -29,6 +26,7 @@ from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
 from ti_slurm.job.process import alive, start_group, start_time
+from ti_slurm.transports import LocalFiles
 
 
 def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64) -> int:
@@ -55,7 +53,7 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
 
-class LocalBackend(SubmitsInOneStep):
+class LocalBackend(SubmitsInOneStep, LocalFiles):
     """Runs jobs as local processes."""
 
     name = "local"
@@ -105,15 +103,6 @@ class LocalBackend(SubmitsInOneStep):
                 f"{JobPaths(job.job_dir).supervisor_pid}); if it still runs, stop it by hand"
             )
         os.kill(pid, signal.SIGTERM)
-
-    def read_text(self, path: str) -> str | None:
-        return read_local_text(path)
-
-    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        return read_local_bytes(path, offset, size)
-
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        return read_local_tail(path, size)
 
     def find_job_dir(self, job_id: str) -> str | None:
         return None  # a local job is known only from this account's registry

@@ -18,8 +18,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ti_slurm.backends.base import read_local_bytes, read_local_tail, read_local_text
 from ti_slurm.core.environ import job_environment
+from ti_slurm.core.files import open_regular
 from ti_slurm.errors import BackendError
 
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
@@ -46,7 +46,33 @@ class Transport(Protocol):
     def read_tail(self, path: str, size: int) -> bytes | None: ...
 
 
-class LocalTransport:
+class LocalFiles:
+    """Job files read on this machine (or its shared filesystem); ``None`` when absent."""
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode(errors="replace")
+
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        """From byte ``offset`` on (at most ``size`` bytes), reading nothing before it."""
+        try:
+            with open_regular(path) as fh:
+                fh.seek(offset)
+                return fh.read(-1 if size is None else size)
+        except OSError:
+            return None
+
+    def read_tail(self, path: str, size: int) -> bytes | None:
+        """At most the last ``size`` bytes, read from there on."""
+        try:
+            with open_regular(path) as fh:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
+                return fh.read(size)
+        except OSError:
+            return None
+
+
+class LocalTransport(LocalFiles):
     """This machine: commands through ``run`` (the Slurm commands in a clean environment by default)."""
 
     def __init__(self, run: Runner | None = None) -> None:
@@ -54,12 +80,3 @@ class LocalTransport:
 
     def run(self, argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return self._run(argv, stdin)
-
-    def read_text(self, path: str) -> str | None:
-        return read_local_text(path)
-
-    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        return read_local_bytes(path, offset, size)
-
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        return read_local_tail(path, size)

@@ -19,6 +19,8 @@ runs in every job step.
 
 from __future__ import annotations
 
+from ti_slurm.core.plugins import FileRegistry
+from ti_slurm.errors import ModeError
 from ti_slurm.job.modes.base import Mode, Rule
 
 __all__ = ["Mode", "Rule", "get_mode", "mode_names"]
@@ -26,36 +28,14 @@ __all__ = ["Mode", "Rule", "get_mode", "mode_names"]
 
 def mode_names() -> tuple[str, ...]:
     """Every mode's name (``ps_worker.py`` is ``ps-worker``), from this package's modules but ``base.py``."""
-    import os
-
-    folder = os.path.dirname(os.path.abspath(__file__))
-    return tuple(
-        sorted(
-            name[:-3].replace("_", "-")
-            for name in os.listdir(folder)
-            if name.endswith(".py") and not name.startswith("_") and name != "base.py"
-        )
-    )
-
-
-_LOADED: dict[str, Mode] = {}
+    return MODES.names()
 
 
 def get_mode(name: str) -> Mode:
     """The mode called ``name``; imports its module only (a :class:`~ti_slurm.errors.ModeError` for an unknown
     name)."""
-    mode = _LOADED.get(name)
-    if mode is None:
-        if name not in mode_names():
-            from ti_slurm.errors import ModeError
-
-            raise ModeError(f"unknown mode {name!r}; expected one of: {', '.join(mode_names())}")
-        import importlib
-
-        mode = importlib.import_module(f"ti_slurm.job.modes.{name.replace('-', '_')}").MODE
-        if not isinstance(mode, Mode) or mode.name != name:
-            from ti_slurm.errors import ModeError
-
-            raise ModeError(f"ti_slurm/job/modes/{name.replace('-', '_')}.py: MODE must be the Mode named {name!r}")
-        _LOADED[name] = mode
+    mode: Mode = MODES.get(name)
     return mode
+
+
+MODES = FileRegistry(__name__, __file__, "MODE", Mode, ModeError, "mode")

@@ -33,15 +33,9 @@ if TYPE_CHECKING:
         @property
         def workdir(self) -> str | None: ...
 
-    class RoleSpecView(Protocol):
-        """One role field's part of the spec (``ps``, ``worker``, ``head``, a worker group)."""
+    class PlacementView(Protocol):
+        """Where a part of the spec runs: what the whole spec and each role field both say."""
 
-        @property
-        def nodes(self) -> int: ...
-        @property
-        def gpus_per_node(self) -> int | None: ...
-        @property
-        def cpus_per_node(self) -> float | None: ...
         @property
         def mem(self) -> str | None: ...
         @property
@@ -49,7 +43,18 @@ if TYPE_CHECKING:
         @property
         def container(self) -> ContainerSpecView | None: ...
 
-    class SpecView(Protocol):
+    class RoleSpecView(PlacementView, Protocol):
+        """One role field's part of the spec (``ps``, ``worker``, ``head``, a worker group): None where the
+        spec's top level decides."""
+
+        @property
+        def nodes(self) -> int: ...
+        @property
+        def gpus_per_node(self) -> int | None: ...
+        @property
+        def cpus_per_node(self) -> float | None: ...
+
+    class SpecView(PlacementView, Protocol):
         """The user's spec as a mode reads it (:class:`ti_slurm.spec.JobSpec` is one)."""
 
         @property
@@ -60,12 +65,6 @@ if TYPE_CHECKING:
         def gpus_per_node(self) -> int: ...
         @property
         def cpus_per_node(self) -> float: ...
-        @property
-        def mem(self) -> str | None: ...
-        @property
-        def partition(self) -> str | None: ...
-        @property
-        def container(self) -> ContainerSpecView | None: ...
         @property
         def head(self) -> RoleSpecView | None: ...
         @property
