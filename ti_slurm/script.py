@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from ti_slurm.core.paths import PLAN
+from ti_slurm.core.paths import BATCH_OUTPUT, PLAN
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.version import __version__
 
@@ -46,7 +46,7 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
 
     if first:
         opt("job-name", plan.name)
-        opt("output", f"{slurm_filename(plan.output_dir)}/slurm-%j.out")
+        opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
     opt("nodes", comp.nodes)
     opt("ntasks-per-node", 1)
     opt("cpus-per-task", comp.cpus_per_node)

@@ -29,6 +29,7 @@ from typing import Any
 from ti_slurm.backends.base import JobInfo, make_output_dir
 from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry, parse_version
 from ti_slurm.core.environ import job_environment, leaking
+from ti_slurm.core.paths import BATCH_OUTPUT
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
@@ -90,7 +91,7 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     fields: dict[str, Any] = {
         "script": script,
         "name": plan.name,
-        "standard_output": f"{slurm_filename(plan.output_dir)}/slurm-%j.out",
+        "standard_output": f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}",
         "nodes": comp.nodes,
         "ntasks": comp.nodes,
         "ntasks_per_node": 1,

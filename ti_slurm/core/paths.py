@@ -31,6 +31,7 @@ from ti_slurm.core.record import Record
 
 PLAN = "plan.json"
 STATUS = "status.jsonl"
+BATCH_OUTPUT = "slurm-%j.out"  # sbatch --output's pattern, in the output directory (%j: the job id)
 
 
 def node_label(component: str, n: object) -> str:
@@ -122,7 +123,12 @@ class JobPaths(Record):
     def batch_output(self) -> str:
         """Slurm's output of the batch script: ``<output_dir>/slurm-<job id>.out`` (sbatch --output), beside the job."""
         parent, job_id = os.path.split(self.root.rstrip("/"))
-        return os.path.join(parent, f"slurm-{job_id}.out")
+        return os.path.join(parent, BATCH_OUTPUT.replace("%j", job_id))
+
+    @property
+    def per_attempt(self) -> tuple[str, ...]:
+        """What each attempt has of its own (its logs and exit records), moved aside when the job restarts."""
+        return (self.logs_dir, self.nodes_dir)
 
     @property
     def supervisor_log(self) -> str:

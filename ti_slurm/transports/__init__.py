@@ -50,17 +50,11 @@ class LocalFiles:
     """Job files read on this machine (or its shared filesystem); ``None`` when absent."""
 
     def read_text(self, path: str) -> str | None:
-        data = self.read_bytes(path)
+        data = read_local_bytes(path)
         return None if data is None else data.decode(errors="replace")
 
     def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        """From byte ``offset`` on (at most ``size`` bytes), reading nothing before it."""
-        try:
-            with open_regular(path) as fh:
-                fh.seek(offset)
-                return fh.read(-1 if size is None else size)
-        except OSError:
-            return None
+        return read_local_bytes(path, offset, size)
 
     def read_tail(self, path: str, size: int) -> bytes | None:
         """At most the last ``size`` bytes, read from there on."""
@@ -70,6 +64,16 @@ class LocalFiles:
                 return fh.read(size)
         except OSError:
             return None
+
+
+def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+    """A job file here from byte ``offset`` on (at most ``size`` bytes), reading nothing before it."""
+    try:
+        with open_regular(path) as fh:
+            fh.seek(offset)
+            return fh.read(-1 if size is None else size)
+    except OSError:
+        return None
 
 
 class LocalTransport(LocalFiles):

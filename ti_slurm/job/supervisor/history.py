@@ -61,9 +61,9 @@ class AttemptRecord:
         k = start.get("attempt") or 0
         aside = self.paths.attempt(k)
         os.makedirs(aside.root, exist_ok=True)
-        for name in ("logs", "nodes"):
+        for here, there in zip(self.paths.per_attempt, aside.per_attempt, strict=True):
             with contextlib.suppress(OSError):
-                os.replace(os.path.join(self.paths.root, name), os.path.join(aside.root, name))
+                os.replace(here, there)
         recorded = attempts.end_after(events, start)
         if recorded is not None:
             return dict(recorded)
