@@ -111,3 +111,13 @@ def test_no_class_or_function_is_too_long_to_read_at_once(kind: type, limit: int
         if isinstance(node, kind) and node.end_lineno - node.lineno + 1 > limit  # type: ignore[attr-defined]
     ]
     assert too_long == []
+
+
+def test_every_package_of_the_tree_is_in_the_wheel() -> None:
+    """pyproject.toml lists the packages a regular install gets: a new folder left out would be missing
+    from every install but an editable one (the job steps would fail to import it)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert packages - listed == set()
