@@ -168,6 +168,19 @@ def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Pa
     assert "FAILED -> requeued" in format_status(status)
 
 
+def test_a_final_end_before_the_last_attempt_stops_slurm_requeueing_the_job(tmp_path: Path) -> None:
+    """Slurm 23.02+ requeues a job that ends while a preemption's grace flag is set, a flag that outlives the
+    supervisor's own requeue (seen on 25.11: a completed second attempt ran a third time)."""
+    plan = plan_of(restart_max=2)
+    control = FakeControl({"Restarts": "1", "PreemptTime": "None"})
+    outcome = supervise(plan, tmp_path, {"ddp-0": (0, 0), "ddp-1": (0, 0)}, control, attempt=1)[0].run()
+    assert (outcome.state, outcome.requeue) == (JobState.COMPLETED, False)
+    assert control.disabled == 1 and control.requeued == []
+    requeued = FakeControl()
+    supervise(plan_of(restart_on=("failure",)), tmp_path / "r", {"ddp-0": (1, 0)}, requeued)[0].run()
+    assert requeued.disabled == 0 and len(requeued.requeued) == 1  # goes on: Slurm's requeue is wanted
+
+
 def test_a_requeued_attempt_is_not_the_end_while_the_job_waits_again(tmp_path: Path) -> None:
     plan = plan_of(restart_on=("failure",))
     supervise(plan, tmp_path, {"ddp-0": (1, 0)}, FakeControl())[0].run()
