@@ -113,6 +113,11 @@ def cluster() -> None:
         pytest.skip("the test Slurm cluster is not up (run ci/slurm-cluster/up as root)")
 
 
+def ray_processes(job_id: str) -> list[str]:
+    """Live processes of job ``job_id``'s Ray (its raylets, GCS, dashboard: all name the job's Ray temp dirs)."""
+    return processes_matching(rf"/ti-ray-{job_id}-\d+/")
+
+
 def processes_matching(pattern: str) -> list[str]:
     """Live processes whose command line matches ``pattern`` (all test nodes share this machine's process table).
 

@@ -2,17 +2,24 @@
 
 Most tests only submit jobs and wait: they share the cluster, and Slurm queues whatever does not fit.
 A test that changes what other jobs would meet (a fault on a node, a node killed or drained, the
-site config, a preemption of every lowprio node, a frozen filesystem) or that times how long its own
-job took, is marked ``whole_cluster`` and runs alone: it takes the cluster's lock exclusively, the
-others take it shared.
+site config, a frozen filesystem) or that times how long its own job took, is marked ``whole_cluster``
+and runs alone: it takes the cluster's lock exclusively, the others take it shared.
+
+A test that preempts or kills nodes needs only nodes no other job uses: it asks for an ``island``
+(ci/slurm-cluster/up's groups of nodes with partitions of their own) and runs beside the others,
+one test per island at a time.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -29,3 +36,65 @@ def cluster_turn(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+@dataclass(frozen=True)
+class Island:
+    """Nodes of the test cluster that no other test uses meanwhile, in partitions of their own."""
+
+    name: str  # its plain partition: island1
+    nodes: tuple[str, ...]
+
+    @property
+    def lowprio(self) -> str:
+        """Its partition whose jobs are preempted (requeued, 30 s grace) by jobs in :attr:`urgent`."""
+        return f"{self.name}-lowprio"
+
+    @property
+    def urgent(self) -> str:
+        return f"{self.name}-urgent"
+
+    def preempt(self) -> str:
+        """A job in :attr:`urgent` that needs every node: the jobs in :attr:`lowprio` are preempted."""
+        return subprocess.run(
+            ["sbatch", "--parsable", "-p", self.urgent, f"-N{len(self.nodes)}", "--exclusive", "-o", "/dev/null",
+             "--wrap", "sleep 5"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+
+def islands() -> list[Island]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%R %N"], capture_output=True, text=True, check=True).stdout
+    members: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        partition, _, node = line.partition(" ")
+        if re.fullmatch(r"island\d+", partition):
+            members.setdefault(partition, []).append(node.strip())
+    return [Island(name, tuple(sorted(set(nodes)))) for name, nodes in sorted(members.items())]
+
+
+@pytest.fixture
+def island() -> Iterator[Island]:
+    """An island of the test cluster for this test alone (waits for one to be free)."""
+    found = islands()
+    if not found:
+        pytest.fail("the test cluster has no islands (bring it up with ci/slurm-cluster/up)")
+    fds = {i: os.open(os.path.join(tempfile.gettempdir(), f"ti-slurm-{i.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+           for i in found}  # fmt: skip
+    try:
+        while True:
+            for candidate, fd in fds.items():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                try:
+                    yield candidate
+                finally:  # whatever the test left queued or running there goes before the next test's turn
+                    parts = ",".join((candidate.name, candidate.lowprio, candidate.urgent))
+                    subprocess.run(["scancel", "-p", parts], capture_output=True, check=False)
+                return
+            time.sleep(0.5)
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_modes_on_slurm import FAULTS, SEED_DDP, SEED_MPIRUN, Job
-from tests.conftest import ROOT, processes_matching, run_cli, slurm_conf
+from tests.conftest import ROOT, processes_matching, ray_processes, run_cli, slurm_conf
 
 IMAGES = Path(os.environ.get("TI_SLURM_IMAGES", "/var/lib/ti-slurm-test/images"))
 RUNTIMES = {"pyxis": ("train.sqsh", "base.sqsh"), "oci": ("train/bundle", "base/bundle")}
@@ -137,7 +137,7 @@ def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
     # the driver's ray is the image's (this machine's is in /root/.pyenv, not mounted there)
     assert "ray from /usr/local/lib/python3.11/dist-packages/ray/__init__.py" in head_log
     time.sleep(1)
-    assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []
+    assert ray_processes(job.id) == []
 
 
 def fails_at_once(tmp_path: Path, body: str, cause: str, node: str = r"node\d\d") -> None:

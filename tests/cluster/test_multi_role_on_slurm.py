@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_modes_on_slurm import Job
-from tests.conftest import ROOT, processes_matching
+from tests.conftest import ROOT, processes_matching, ray_processes
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
@@ -102,7 +102,7 @@ def test_ray_seed_example_and_rank_placement(ray_dir: Path) -> None:
     assert len(re.search(r"nodes: (\[.*\])", head_log).group(1).split("),")) == 3
     assert components["head"]["state"] == "COMPLETED"
     time.sleep(1)
-    assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []
+    assert ray_processes(job.id) == []
 
 
 def test_a_ray_worker_dying_while_the_command_runs_fails_the_job(ray_dir: Path) -> None:
@@ -111,7 +111,9 @@ def test_a_ray_worker_dying_while_the_command_runs_fails_the_job(ray_dir: Path) 
     while time.monotonic() < deadline and not processes_matching("time.sleep.120"):
         time.sleep(0.5)
     assert processes_matching("time.sleep.120"), "the head command never started"
-    subprocess.run(["pkill", "-KILL", "-f", 'Rank:2": 1'], check=False)  # the node of worker group 2 dies
+    # the node of worker group 2 dies: its raylet, the one process of this job's Ray with that resource
+    assert ray_processes(job.id), "the job's Ray never started"
+    subprocess.run(["pkill", "-KILL", "-f", f'ti-ray-{job.id}-.*Rank:2": 1|Rank:2": 1.*ti-ray-{job.id}-'], check=False)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.status()["state"] not in ("FAILED", "COMPLETED"):
         time.sleep(0.5)
@@ -119,4 +121,4 @@ def test_a_ray_worker_dying_while_the_command_runs_fails_the_job(ray_dir: Path) 
     assert status["state"] == "FAILED"
     assert "worker2" in status["reason"] and "while the job was still running" in status["reason"]
     time.sleep(1)
-    assert processes_matching("time.sleep.120") == [] and processes_matching("raylet") == []
+    assert processes_matching("time.sleep.120") == [] and ray_processes(job.id) == []

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 import ti_slurm
-from tests.conftest import api_spec, processes_matching, run_cli
+from tests.cluster.conftest import Island
+from tests.conftest import api_spec, processes_matching, ray_processes, run_cli
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
+# a test that preempts (the urgent job asks for every node of lowprio, exclusively) or kills a node has an island
+# of the cluster to itself (tests/cluster/conftest.py)
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
-# alone on the cluster (tests/cluster/conftest.py): a preemption takes every node of lowprio (urgent asks for all
-# of them, exclusively), a killed node is lost to every job on it
-ALONE = pytest.mark.whole_cluster
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "ci" / "slurm-cluster"
 SEED_DDP = (
@@ -65,25 +65,31 @@ def wait_for_step(job: ti_slurm.Job, step: int, timeout: float = 180) -> None:
     raise AssertionError(f"job {job.id} did not reach step {step}: {log.read_text() if log.exists() else ''}")
 
 
-def preempt_lowprio() -> str:
-    """A job in the urgent partition that needs every node of lowprio: the lowprio jobs are preempted."""
-    return subprocess.run(
-        ["sbatch", "--parsable", "-p", "urgent", "-N4", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 5"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-
-
-def preempted_once(job: ti_slurm.Job, running: Callable[[], bool]) -> JobStatus:
-    """Once ``running()`` holds, preempt the (lowprio) job; it must then complete in a second attempt."""
+def preempted_once(job: ti_slurm.Job, island: Island, running: Callable[[], bool]) -> JobStatus:
+    """Once ``running()`` holds, preempt the job (in ``island.lowprio``); it must then complete in a second attempt."""
     deadline = time.monotonic() + 180
     while not running() and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(8)
-    preempt_lowprio()
+    island.preempt()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
     return final
+
+
+def assert_slurm_ran_it(job: ti_slurm.Job, times: int) -> None:
+    """Slurm's own view agrees: the job ran ``times`` times and is not queued to run again. (Its state may read
+    PREEMPTED on 23.02+: Slurm keeps a preemption's grace flag through a requeue asked for during the grace.)"""
+    shown: dict[str, str] = {}
+    for _ in range(8):  # over a few seconds: a requeue at the end would show as PENDING again, Restarts + 1
+        fields = subprocess.run(
+            ["scontrol", "-o", "show", "job", job.id], capture_output=True, text=True, check=True
+        ).stdout.split()
+        shown = dict(f.split("=", 1) for f in fields if "=" in f)
+        assert shown.get("JobState") not in ("PENDING", "RUNNING", "REQUEUED"), shown.get("JobState")
+        time.sleep(1)
+    assert shown.get("Restarts") == str(times - 1)
 
 
 def assert_nothing_left(marker: str) -> None:
@@ -112,24 +118,23 @@ def test_a_job_longer_than_its_time_limit_completes_through_requeues(tmp_path: P
     assert_nothing_left(out)
 
 
-@ALONE
-def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path) -> None:
+def test_a_preempted_job_saves_is_requeued_and_resumes(tmp_path: Path, island: Island) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    job = ti_slurm.submit(training(tmp_path, 100, out, partition="lowprio", restart={"max": 2}))
+    job = ti_slurm.submit(training(tmp_path, 100, out, partition=island.lowprio, restart={"max": 2}))
     wait_for_step(job, 40)
-    urgent = preempt_lowprio()
+    urgent = island.preempt()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
     assert final.attempts[0].ended is not None and final.attempts[1].started is not None
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 100)
     assert urgent.isdigit()
+    assert_slurm_ran_it(job, 2)
     assert_nothing_left(out)
 
 
-@ALONE
 @pytest.mark.parametrize("runtime", ["pyxis", "oci"])
-def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, runtime: str) -> None:
+def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, island: Island, runtime: str) -> None:
     """The checkpoint signal reaches the command inside the image, and only it (enroot's squashfuse, which
     holds the image's files, dies of SIGUSR2), and the image outlives torch's launcher, which dies of it."""
     images = Path("/var/lib/ti-slurm-test/images")
@@ -138,21 +143,21 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
         pytest.skip(f"no {image} (ci/containers/setup)")
     out = f"model-{uuid.uuid4().hex[:8]}.json"
     container = {"image": str(image), "runtime": runtime}
-    spec = training(tmp_path, 100, out, partition="lowprio", restart={"max": 2}, container=container)
+    spec = training(tmp_path, 100, out, partition=island.lowprio, restart={"max": 2}, container=container)
     job = ti_slurm.submit(spec)
     wait_for_step(job, 40)
-    preempt_lowprio()
+    island.preempt()
     final = job.wait(timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("PREEMPTED", True), ("COMPLETED", False)]
     first = (Path(job.job_dir) / "attempts" / "0" / "logs" / "ddp-0.log").read_text()
     assert "saved step" in first
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 100)  # the image's torch, the same model
+    assert_slurm_ran_it(job, 2)
     assert_nothing_left(out)
     assert_nothing_left(re.escape(str(image)) if runtime == "pyxis" else rf"crun.* \S+\.{job.id}\.")
 
 
-@ALONE
 @pytest.mark.parametrize(
     "index",
     [1, 0],
@@ -161,9 +166,9 @@ def test_a_preempted_job_in_a_training_image_saves_and_resumes(tmp_path: Path, r
         "the batch node: the supervisor dies with it, Slurm requeues the job, the next attempt records the loss",
     ],
 )
-def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, index: int) -> None:
+def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, island: Island, index: int) -> None:
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    job = ti_slurm.submit(training(tmp_path, 100, out, restart={"max": 2}))
+    job = ti_slurm.submit(training(tmp_path, 100, out, partition=island.name, restart={"max": 2}))
     wait_for_step(job, 40)
     lost = job.status().components[0].nodes[index]  # node 0 runs the batch step, and so the supervisor
     subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
@@ -245,8 +250,7 @@ def test_a_hung_rank_is_found_by_the_watchdog_with_its_stack(tmp_path: Path) -> 
     assert_nothing_left(out)
 
 
-@ALONE
-def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
+def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path, island: Island) -> None:
     """Parameter servers are restarted with the workers; each worker resumes its count."""
     marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
     worker = (
@@ -258,14 +262,14 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     spec = api_spec(
         tmp_path,
         mode="ps-worker",
-        partition="lowprio",
+        partition=island.lowprio,
         command=f'if [ "$TI_SLURM_ROLE" = ps ]; then exec {marker}; fi; {worker}',
         ps={"nodes": 1},
         worker={"nodes": 2},
         restart={"max": 2},
     )
     job = ti_slurm.submit(spec)
-    preempted_once(job, lambda: job.status().state is JobState.RUNNING)
+    preempted_once(job, island, lambda: job.status().state is JobState.RUNNING)
     logs = "\n".join(job.logs())
     for index in (1, 2):  # the workers' INDEX (the ps is 0)
         assert f"{index} done 60 after 1 restarts" in logs
@@ -274,15 +278,14 @@ def test_a_ps_worker_job_survives_a_preemption(tmp_path: Path) -> None:
     assert_nothing_left(marker)
 
 
-@ALONE
-def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
+def test_a_ray_job_survives_a_preemption(tmp_path: Path, island: Island) -> None:
     """The head and the workers come back together; the driver resumes its count."""
     pytest.importorskip("ray", reason="ray is not installed")
     shutil.copy(ROOT / "examples" / "ray" / "resume.py", tmp_path / "resume.py")
     spec = api_spec(
         tmp_path,
         mode="ray",
-        partition="lowprio",
+        partition=island.lowprio,
         workdir=str(tmp_path),
         command="python resume.py 60",
         rendezvous_timeout=120,
@@ -292,13 +295,13 @@ def test_a_ray_job_survives_a_preemption(tmp_path: Path) -> None:
     )
     job = ti_slurm.submit(spec)
     head_log = Path(job.job_dir) / "logs" / "head-0.log"
-    preempted_once(job, lambda: head_log.exists() and "starts at 0" in head_log.read_text())
+    preempted_once(job, island, lambda: head_log.exists() and "starts at 0" in head_log.read_text())
     assert "saved " in (Path(job.job_dir) / "attempts" / "0" / "logs" / "head-0.log").read_text()
     log = head_log.read_text()
     assert f"sum of squares below 60: {sum(i * i for i in range(60))} after 1 restarts" in log
     assert "starts at 0" not in log
     time.sleep(1)
-    assert processes_matching("raylet") == [] and processes_matching("gcs_server") == []
+    assert ray_processes(job.id) == []
 
 
 def test_a_requeue_slurm_refuses_ends_the_job_failed_with_its_reason(tmp_path: Path) -> None:
