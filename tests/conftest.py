@@ -113,6 +113,12 @@ def cluster() -> None:
         pytest.skip("the test Slurm cluster is not up (run ci/slurm-cluster/up as root)")
 
 
+def slurm_partitions() -> str:
+    """The cluster's partitions as ti-slurm lists them in a refusal: sorted, comma-separated."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, check=True).stdout
+    return ", ".join(sorted(set(out.split())))
+
+
 def ray_processes(job_id: str) -> list[str]:
     """Live processes of job ``job_id``'s Ray (its raylets, GCS, dashboard: all name the job's Ray temp dirs)."""
     return processes_matching(rf"/ti-ray-{job_id}-\d+/")

@@ -116,5 +116,23 @@ def test_rdma_port_down_drains_the_node_naming_the_device(tmp_path: Path) -> Non
         SITE.write_text(saved)
         if job_id:
             subprocess.run(["scancel", job_id], check=False)
-        subprocess.run(["scontrol", "update", "NodeName=node05", "State=RESUME"], check=False)
+        resume_until_it_stays("node05")  # Slurm may drain it a second time, for the failed launch
         shutil.rmtree(sysfs, ignore_errors=True)
+
+
+def resume_until_it_stays(node: str) -> None:
+    """Return a node the test drained to service, again while Slurm still drains it (25.11 drains a node
+    whose Prolog failed once more when the launch failure reaches it, just after the Prolog's own drain)."""
+    deadline = time.monotonic() + 30
+    calm_since = None
+    while time.monotonic() < deadline:
+        info = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True).stdout
+        if "DRAIN" in info:
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+            calm_since = None
+        elif calm_since is None:
+            calm_since = time.monotonic()
+        elif time.monotonic() - calm_since > 3:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{node} stays drained: {info}")
