@@ -97,6 +97,26 @@ def test_hostile_slurm_variables_in_exec_are_one_line(tmp_path: Path, env: dict[
     assert made == ([env["SLURM_JOB_ID"]] if env["SLURM_JOB_ID"] == "12" else [])  # none from a hostile job id
 
 
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({"SLURM_HET_SIZE": "999999999999"}, "SLURM_HET_SIZE='999999999999': Slurm makes at most 128 components"),
+        ({"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST_HET_GROUP_0": "n1"}, "SLURM_JOB_NODELIST_HET_GROUP_1 is not set"),
+        ({"SLURM_GPUS_ON_NODE": "99999"}, "SLURM_GPUS_ON_NODE='99999': more than 64 GPUs per node"),
+    ],
+    ids=["huge-het-size", "missing-het-group", "huge-gpu-count"],
+)
+def test_slurm_variables_out_of_bounds_in_env_are_one_line(env: dict[str, str], needle: str) -> None:
+    """Where a huge SLURM_HET_SIZE made ti-slurm env hang, and a missing group's list was not named."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TI_SLURM_"))}
+    base = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n1", "SLURM_NODEID": "0", "TI_SLURM_NODE_ADDR": "10.0.0.1"}
+    res = subprocess.run(
+        ["ti-slurm", "env", "--mode", "ray"], env={**clean, **base, **env}, capture_output=True, text=True,
+        check=False, timeout=30,
+    )  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr[-300:]
+
+
 def test_broken_records_do_not_break_status_or_list(tmp_path: Path) -> None:
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
     path = tmp_path / "job.json"
@@ -160,8 +180,8 @@ def test_a_backend_that_cannot_serve_the_submit_is_one_line(tmp_path: Path, args
 @pytest.mark.parametrize(
     "args,line",
     [
-        (["--nodes", "abc"], "up: --nodes 'abc': expected a whole number from 3 to 240\n"),
-        (["--nodes", "2"], "up: --nodes '2': expected a whole number from 3 to 240\n"),
+        (["--nodes", "abc"], "up: --nodes 'abc': expected a whole number from 3 to 232 (240 nodes less the islands)\n"),
+        (["--nodes", "2"], "up: --nodes '2': expected a whole number from 3 to 232 (240 nodes less the islands)\n"),
         (["--slurm", "9.9"], "up: --slurm '9.9': expected 22.05 or 25.11\n"),
         (
             ["--accounting", "--slurm", "25.11"],

@@ -15,6 +15,9 @@ from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.errors import ContractError
 from ti_slurm.job.modes import get_mode
 
+MAX_HET_COMPONENTS = 128  # Slurm's MAX_HET_JOB_COMPONENTS
+MAX_GPUS_PER_NODE = 64  # as the spec's gpus_per_node
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,24 +39,10 @@ def adhoc_plan(
     if gpus_per_node is None:
         on_node = env.get("SLURM_GPUS_ON_NODE", "0")
         gpus_per_node = int(on_node) if is_number(on_node) else 0
-    het_size = env.get("SLURM_HET_SIZE", "1") or "1"
-    if not is_number(het_size):
-        raise ContractError(f"SLURM_HET_SIZE={het_size[:40]!r} is not a number")
-    het = int(het_size)
-    if het > 1:
-        lists = [env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{c}", "") for c in range(het)]
-        counts = [len(expand(text)) for text in lists]
-        if component is None:  # inside `srun --het-group=N`, SLURM_JOB_NODELIST is component N's list
-            matches = [c for c, text in enumerate(lists) if text == env.get("SLURM_JOB_NODELIST")]
-            if len(matches) != 1:
-                raise ContractError("cannot tell this step's component: pass --group N")
-            component = matches[0]
-    else:
-        nodelist = env.get("SLURM_JOB_NODELIST")
-        if not nodelist:
-            raise ContractError("SLURM_JOB_NODELIST is not set: run this inside a Slurm job (srun ti-slurm ...)")
-        counts = [len(expand(nodelist))]
-        component = component or 0
+        if gpus_per_node > MAX_GPUS_PER_NODE:
+            why = f"more than {MAX_GPUS_PER_NODE} GPUs per node (pass --gpus-per-node)"
+            raise ContractError(f"SLURM_GPUS_ON_NODE={on_node[:40]!r}: {why}")
+    counts, component = component_counts(env, component)
     names = get_mode(mode).component_names(len(counts))
     if len(names) != len(counts):
         raise ContractError(f"mode {mode} needs {len(names)} component(s); this job has {len(counts)}")
@@ -71,6 +60,39 @@ def adhoc_plan(
         python=site.python or sys.executable,
     )
     return plan, component
+
+
+def component_counts(env: Mapping[str, str], component: int | None) -> tuple[list[int], int]:
+    """Nodes per component of this step's job (from Slurm's node lists), and this step's component."""
+    from ti_slurm.core.hostlist import is_number
+
+    het_size = env.get("SLURM_HET_SIZE", "1") or "1"
+    if not is_number(het_size):
+        raise ContractError(f"SLURM_HET_SIZE={het_size[:40]!r} is not a number")
+    het = int(het_size)
+    if het > MAX_HET_COMPONENTS:
+        raise ContractError(f"SLURM_HET_SIZE={het_size[:40]!r}: Slurm makes at most {MAX_HET_COMPONENTS} components")
+    if het > 1:
+        lists = [env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{c}", "") for c in range(het)]
+        unset = [c for c, text in enumerate(lists) if not text]
+        if unset:
+            raise ContractError(
+                f"SLURM_JOB_NODELIST_HET_GROUP_{unset[0]} is not set (SLURM_HET_SIZE={het}): run this inside a "
+                "step of the heterogeneous job"
+            )
+        counts = [len(expand(text)) for text in lists]
+        if component is None:  # inside `srun --het-group=N`, SLURM_JOB_NODELIST is component N's list
+            matches = [c for c, text in enumerate(lists) if text == env.get("SLURM_JOB_NODELIST")]
+            if len(matches) != 1:
+                raise ContractError("cannot tell this step's component: pass --group N")
+            component = matches[0]
+    else:
+        nodelist = env.get("SLURM_JOB_NODELIST")
+        if not nodelist:
+            raise ContractError("SLURM_JOB_NODELIST is not set: run this inside a Slurm job (srun ti-slurm ...)")
+        counts = [len(expand(nodelist))]
+        component = component or 0
+    return counts, component
 
 
 def adhoc_job_dir(env: Mapping[str, str]) -> str:

@@ -85,3 +85,11 @@ class AttemptRecord:
             outcome.requeue, outcome.state = False, JobState.FAILED
             outcome.reason = f"{outcome.reason}; Slurm refused to requeue the job: {refusal}"
             self.record_end(outcome)
+
+    def settle_in_slurm(self, outcome: Outcome) -> None:
+        """A requeueable job's final end: Slurm must not run it again. Slurm 23.02+ requeues a batch job
+        that ends while a preemption's grace flag is set, and keeps that flag through a requeue the
+        supervisor asked for during the grace time, so a completed later attempt would run once more."""
+        last = self.attempt >= self.plan.restart_max  # the last attempt turned requeue off as it started
+        if self.control is not None and self.plan.restart_max and not last and outcome.state is not JobState.CANCELLED:
+            self.control.disable_requeue()

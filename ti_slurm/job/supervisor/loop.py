@@ -75,21 +75,13 @@ class Supervisor:
         self.history.record_end(outcome)
         if outcome.requeue:
             self.history.requeue(outcome)
-        if not outcome.requeue:
-            self.settle_in_slurm(outcome)
+        else:
+            self.history.settle_in_slurm(outcome)
         if record_first:
             self.steps.stop_running()
         self.liveness.close()
         self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
         return outcome
-
-    def settle_in_slurm(self, outcome: Outcome) -> None:
-        """A requeueable job's final end: Slurm must not run it again. Slurm 23.02+ requeues a batch job
-        that ends while a preemption's grace flag is set, and keeps that flag through a requeue the
-        supervisor asked for during the grace time, so a completed later attempt would run once more."""
-        last = self.attempt >= self.plan.restart_max  # the last attempt disabled requeue as it started
-        if self.control is not None and self.plan.restart_max and not last and outcome.state is not JobState.CANCELLED:
-            self.control.disable_requeue()
 
     def run_attempt(self) -> Outcome:
         if self.plan.restart_max and self.attempt >= self.plan.restart_max and self.control:
