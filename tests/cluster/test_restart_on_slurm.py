@@ -80,7 +80,7 @@ def preempted_once(job: ti_slurm.Job, island: Island, running: Callable[[], bool
 
 def assert_slurm_ran_it(job: ti_slurm.Job, times: int) -> None:
     """Slurm's own view agrees: the job ran ``times`` times and is not queued to run again. (Its state may read
-    PREEMPTED on 23.02+: Slurm keeps a preemption's grace flag through a requeue asked for during the grace.)"""
+    PREEMPTED on 25.11: Slurm keeps a preemption's grace flag through a requeue asked for during the grace.)"""
     shown: dict[str, str] = {}
     for _ in range(8):  # over a few seconds: a requeue at the end would show as PENDING again, Restarts + 1
         fields = subprocess.run(

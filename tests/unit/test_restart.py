@@ -169,7 +169,7 @@ def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Pa
 
 
 def test_a_final_end_before_the_last_attempt_stops_slurm_requeueing_the_job(tmp_path: Path) -> None:
-    """Slurm 23.02+ requeues a job that ends while a preemption's grace flag is set, a flag that outlives the
+    """Slurm (25.11) requeues a job that ends while a preemption's grace flag is set, a flag that outlives the
     supervisor's own requeue (seen on 25.11: a completed second attempt ran a third time)."""
     plan = plan_of(restart_max=2)
     control = FakeControl({"Restarts": "1", "PreemptTime": "None"})

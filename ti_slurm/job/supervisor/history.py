@@ -87,7 +87,7 @@ class AttemptRecord:
             self.record_end(outcome)
 
     def settle_in_slurm(self, outcome: Outcome) -> None:
-        """A requeueable job's final end: Slurm must not run it again. Slurm 23.02+ requeues a batch job
+        """A requeueable job's final end: Slurm must not run it again. Slurm (25.11, seen) requeues a batch job
         that ends while a preemption's grace flag is set, and keeps that flag through a requeue the
         supervisor asked for during the grace time, so a completed later attempt would run once more."""
         last = self.attempt >= self.plan.restart_max  # the last attempt turned requeue off as it started
