@@ -129,11 +129,27 @@ def remove_path(path: str) -> None:
         os.unlink(path)
 
 
+def made_by_a_prolog(path: str, user: pwd.struct_passwd) -> bool:
+    """Whether ``path`` is this job's directory as a Prolog makes it: a real directory, private, owned by root
+    (just made) or by the job's user. On a shared ``job_dir_base`` each node's Prolog of the job meets the
+    one the first made; only root can write the base, so nobody else can have put it there."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid in (0, user.pw_uid) and not info.st_mode & 0o077
+
+
 def make_job_dir(site: SiteConfig, job_id: str, user: pwd.struct_passwd) -> str:
     base = safe_base(site)
     path = os.path.join(base, job_id)
-    remove_path(path)  # whatever was planted there (a symlink, a stale dir) goes, its target untouched
-    os.mkdir(path, 0o700)
+    if not made_by_a_prolog(path, user):
+        remove_path(path)  # whatever was planted there (a symlink, another user's dir) goes, its target untouched
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # another node's Prolog of this job made it meanwhile (a shared base)
+            if not made_by_a_prolog(path, user):
+                raise
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         os.fchown(fd, user.pw_uid, user.pw_gid)

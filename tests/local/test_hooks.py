@@ -34,6 +34,22 @@ def test_prolog_makes_a_private_dir_owned_by_the_job_user_and_epilog_removes_it(
     assert not (tmp_path / "jobs" / "4242").exists()
 
 
+def test_the_prologs_of_one_job_on_a_shared_base_all_succeed_and_keep_one_directory(tmp_path: Path) -> None:
+    """Each node's Prolog of a job meets the directory another node's made on a shared job_dir_base (the
+    test cluster's nodes share one filesystem): a race that made a Prolog fail before its RDMA check."""
+    run_hook("prolog", tmp_path, {"SLURM_JOB_ID": "4343"})  # the first node's: the config and the dir
+    (tmp_path / "jobs" / "4343" / "kept").write_text("the job's")
+    config = tmp_path / "config.toml"
+    full = {"PATH": "/usr/bin:/bin", "TI_SLURM_CONFIG": str(config), "SLURM_JOB_USER": "nobody", "SLURM_JOB_ID": "4343"}
+    others = [
+        subprocess.Popen([str(BIN / "ti-slurm-prolog")], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    assert [proc.wait() for proc in others] == [0] * 4
+    assert (tmp_path / "jobs" / "4343" / "kept").read_text() == "the job's"  # not removed by a later Prolog
+    assert "Errno" not in (tmp_path / "hooks.log").read_text()
+
+
 @pytest.mark.parametrize("job_id", ["../victim", "", "9" * 40, "12/../../victim", "-1", "1 2", "0x10"])
 def test_hostile_job_ids_change_nothing(tmp_path: Path, job_id: str) -> None:
     victim = tmp_path / "victim"
