@@ -267,10 +267,11 @@ def case_submit(repeat: int, tmp: Path) -> list[Row]:
     (tmp / "out").mkdir(exist_ok=True)
     env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
     tool, base, peer = [], [], []
+    with_submitit = installed("submitit")
     for _ in range(repeat):  # alternating, so each sees the same machine
         tool.append(timed(lambda: sh([TI, "submit", str(spec)], env=env)))
         base.append(timed(lambda: sh(["sbatch", "--parsable", str(script)])))
-        if submitit_installed():
+        if with_submitit:
             peer.append(timed(lambda: sh([sys.executable, "-c", SUBMITIT_SUBMIT, str(tmp / "submitit")])))
     subprocess.run(["scancel", "--state=PENDING", "--user=root"], check=False)
     floor = median(lambda: sh([sys.executable, "-c", IMPORT_FLOOR]), repeat)
@@ -307,9 +308,10 @@ print(ex.submit(print, "hello").job_id)
 """
 
 
-def submitit_installed() -> bool:
+def installed(module: str) -> bool:
+    """Whether a peer tool's package can be imported here."""
     try:
-        __import__("submitit")
+        __import__(module)
     except ImportError:
         return False
     return True
@@ -665,9 +667,7 @@ def case_controller_load(tmp: Path, jobs: int, seconds: int) -> list[Row]:
             proc.wait()
 
     def peer(name: str, program: str, folder: str) -> Callable[[], None] | None:
-        try:
-            __import__(name)
-        except ImportError:
+        if not installed(name):
             return None
         return lambda: sh([sys.executable, "-c", program, folder, str(jobs), str(seconds)], cwd=tmp)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ti_slurm.core.hostlist import expand
+from ti_slurm.core.hostlist import expand, is_number
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.errors import ContractError
 from ti_slurm.job.modes import get_mode
@@ -33,7 +33,6 @@ def adhoc_plan(
     rendezvous_timeout: int,
 ) -> tuple[JobPlan, int]:
     """A plan and this step's component index, from flags and this step's Slurm variables."""
-    from ti_slurm.core.hostlist import is_number
     from ti_slurm.site import load_site_config
 
     if gpus_per_node is None:
@@ -64,8 +63,6 @@ def adhoc_plan(
 
 def component_counts(env: Mapping[str, str], component: int | None) -> tuple[list[int], int]:
     """Nodes per component of this step's job (from Slurm's node lists), and this step's component."""
-    from ti_slurm.core.hostlist import is_number
-
     het_size = env.get("SLURM_HET_SIZE", "1") or "1"
     if not is_number(het_size):
         raise ContractError(f"SLURM_HET_SIZE={het_size[:40]!r} is not a number")
@@ -104,7 +101,6 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     """
     if env.get("TI_SLURM_JOB_DIR"):
         return _usable("TI_SLURM_JOB_DIR", env["TI_SLURM_JOB_DIR"])
-    from ti_slurm.core.hostlist import is_number
 
     job_id = env.get("SLURM_JOB_ID", "")
     if not is_number(job_id):
