@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from ti_slurm.job.process import descendants, process_tree
 
 
@@ -45,3 +47,22 @@ def test_a_process_that_is_gone_has_no_tree() -> None:
     proc = subprocess.Popen(["true"])
     proc.wait()
     assert descendants(proc.pid) == [] and process_tree(proc.pid) == []
+
+
+def test_the_checkpoint_signal_reaches_a_process_before_those_it_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell whose child saves and exits at once must get its own signal while it still runs. The pids
+    are chosen so that a set's order (12352 & 7 == 0 < 12347 & 7 == 3) would put the child first."""
+    from ti_slurm.job import process
+
+    parent, child = 12347, 12352
+    started = {parent: "100", child: "101"}
+    monkeypatch.setattr(process, "process_tree", lambda pid: [parent, child])
+    monkeypatch.setattr(process, "start_time", started.get)
+    monkeypatch.setattr(process, "command_name", lambda pid: "bash")
+    sent: list[int] = []
+    monkeypatch.setattr(process, "signal_pid", lambda pid, signum: sent.append(pid))
+    tree = process.CommandTree(subprocess.Popen(["true"]), grace=1.0)
+    tree.proc.wait()
+    tree.proc.pid = parent  # the fake tree's root
+    tree.pass_on(signal.SIGUSR2, None)
+    assert sent == [parent, child]

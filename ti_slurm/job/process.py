@@ -139,10 +139,11 @@ class CommandTree:
         self.saving: set[int] = set()  # the processes that got the checkpoint signal
         self.seen: dict[int, str] = {}
 
-    def look(self, whole_group: bool = False) -> set[int]:
-        """Note the command's processes now; return every one seen that still runs. ``whole_group`` also finds
-        members of the command's group whose parent is gone (a scan of all of /proc: for signals no killpg
-        carries)."""
+    def look(self, whole_group: bool = False) -> list[int]:
+        """Note the command's processes now; return every one seen that still runs, oldest first (a process
+        before those it started: a shell whose child saves and exits at once still gets its own signal before
+        it can end). ``whole_group`` also finds members of the command's group whose parent is gone (a scan of
+        all of /proc: for signals no killpg carries)."""
         for pid, started in list(self.seen.items()):
             if start_time(pid) != started:
                 del self.seen[pid]  # gone: its pid may be reused
@@ -151,7 +152,7 @@ class CommandTree:
                 now = start_time(pid)
                 if now is not None:
                     self.seen[pid] = now
-        return set(self.seen)
+        return sorted(self.seen, key=lambda pid: (int(self.seen[pid]), pid))
 
     def pass_on(self, signum: int, frame: FrameType | None) -> None:
         """The checkpoint signal: to the group too, but not to a container runtime's own processes."""
