@@ -320,9 +320,11 @@ def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, s
 
 # -- login nodes that ask for a one-time code after the key --------------------
 @pytest.fixture(scope="module")
-def mfa_login() -> Iterator[tuple[str, str, Sshd]]:
-    """A user with a password, behind an sshd that wants the key *and* PAM's prompt."""
-    user, secret = "tismfa", f"otp-{uuid.uuid4().hex[:12]}"
+def mfa_login(worker_id: str) -> Iterator[tuple[str, str, Sshd]]:
+    """A user with a password, behind an sshd that wants the key *and* PAM's prompt. One user per xdist
+    worker: each worker sets up this fixture for itself, and a shared user's password would be the last
+    worker's, refusing the other's code."""
+    user, secret = f"tismfa-{worker_id}", f"otp-{uuid.uuid4().hex[:12]}"
     if subprocess.run(["id", user], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--system", "--home-dir", "/tmp", "--shell", "/bin/sh", user], check=True)
     subprocess.run(["chpasswd"], input=f"{user}:{secret}\n", text=True, check=True)
