@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ti_slurm.core.choices import NAMED_BACKENDS
 from ti_slurm.errors import TiSlurmError
 from ti_slurm.job.modes import mode_names
+from ti_slurm.job.platforms import get_platform, platform_names
 from ti_slurm.version import __version__
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ def _add_submit(s: argparse.ArgumentParser) -> None:
 def _add_in_job(e: argparse.ArgumentParser, runs: bool) -> None:
     """``env`` and ``exec`` (``runs``: a command): this node's contract, inside a hand-written job."""
     e.add_argument("--mode", required=True, choices=mode_names())
+    e.add_argument(
+        "--platform", choices=platform_names(), default="ti", help="whose variables the node sees (default: ti)"
+    )
     e.add_argument(
         "--gpus-per-node", type=bounded(0, 64), default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0"
     )
@@ -241,6 +245,7 @@ def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]
     plan, component = adhoc_plan(
         args.mode, env, args.gpus_per_node, args.master_port, args.rdma, args.component, args.rendezvous_timeout
     )
+    plan = plan.replace(platform=args.platform)
     return plan, env, component, adhoc_job_dir(env)
 
 
@@ -269,6 +274,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise TiSlurmError("exec: no command given (ti-slurm exec --mode M -- CMD ...)")
     plan, env, component, job_dir = _adhoc(args)
     plan = plan.replace(command=" ".join(shlex.quote(w) for w in words), workdir=os.getcwd())
+    own = plan.components[component]
+    if command := get_platform(plan.platform).component_command(plan.mode, own.name, plan.command):
+        changed = own.replace(command=command)  # ModelArts' --task_name, as a submitted job's command gets it
+        plan = plan.replace(components=tuple(changed if c is own else c for c in plan.components))
     return run_node(plan, component, job_dir, env)
 
 

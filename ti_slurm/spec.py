@@ -390,6 +390,7 @@ class JobSpec(_Strict):
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
         mode.check_spec(self)
         self._signal_fits_time()
+        self._env_leaves_the_platform_its_own()
         for where, cpus in self.cpu_counts():
             if cpus != int(cpus):
                 raise SpecError(where, cpus, "Slurm allocates whole CPUs; use an integer")
@@ -402,6 +403,15 @@ class JobSpec(_Strict):
             raise SpecError(
                 "signal.before", signal.before, f"is not less than the time limit ({self.time} = {limit} s)"
             )
+
+    def _env_leaves_the_platform_its_own(self) -> None:
+        from ti_slurm.job.platforms import get_platform
+
+        reserved = get_platform(self.platform).reserved_prefixes
+        for key, value in self.env.items():
+            if key.startswith(reserved):
+                why = f"{key[: key.index('_') + 1]}* variables are set by platform {self.platform} on every node"
+                raise SpecError(f"env.{key}", value, why)
 
     def checkpoint_signal(self) -> SignalSpec | None:
         """The signal the nodes get before the time limit: the spec's, USR2 when only ``restart`` is set."""

@@ -42,12 +42,14 @@ def test_ps_worker_trains_through_parameter_servers(ps_dir: Path) -> None:
 
 
 def test_modelarts_style_script_gets_its_task_name_on_slurm(ps_dir: Path) -> None:
-    # ModelArts scripts read the role from the --task_name hyperparameter the platform appends
+    # ModelArts scripts read the role from the --task_name hyperparameter the platform appends, or from
+    # MA_TASK_NAME and VC_TASK_INDEX (the node's index within its task)
     (ps_dir / "ma_train.py").write_text(
-        "import argparse, runpy, sys\n"
+        "import argparse, os, runpy, sys\n"
         "parser = argparse.ArgumentParser()\n"
         "parser.add_argument('--task_name', choices=['ps', 'worker'], required=True)\n"
         "print('task_name', parser.parse_args().task_name, flush=True)\n"
+        "print('MA_TASK_NAME', os.environ['MA_TASK_NAME'], os.environ['VC_TASK_INDEX'], flush=True)\n"
         "sys.argv = ['train.py']\n"
         "runpy.run_path('train.py', run_name='__main__')\n"
     )
@@ -55,9 +57,10 @@ def test_modelarts_style_script_gets_its_task_name_on_slurm(ps_dir: Path) -> Non
     job = Job(ps_dir, body)
     assert job.result.returncode == 0, job.result.stderr + job.logs()
     logs = {p.stem: p.read_text() for p in (job.job_dir / "logs").glob("*.log")}
-    assert "task_name ps\n" in logs["ps-0"]
-    for name in ("worker-0", "worker-1"):
+    assert "task_name ps\n" in logs["ps-0"] and "MA_TASK_NAME ps 0\n" in logs["ps-0"]
+    for index, name in enumerate(("worker-0", "worker-1")):
         assert "task_name worker\n" in logs[name] and "global_step=" in logs[name]
+        assert f"MA_TASK_NAME worker {index}\n" in logs[name]
 
 
 def test_a_failing_worker_fails_the_job_and_stops_the_ps(ps_dir: Path) -> None:

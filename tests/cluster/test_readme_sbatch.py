@@ -67,3 +67,24 @@ def test_exec_in_a_hand_written_heterogeneous_job(tmp_path) -> None:
     configs = [json.loads(cfg) for _, cfg in tasks]
     assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == [("ps", 0), ("worker", 0), ("worker", 1)]
     assert len(configs[0]["cluster"]["worker"]) == 2
+
+
+def test_modelarts_variables_in_a_hand_written_job(tmp_path) -> None:
+    """`ti-slurm env --platform modelarts` and `exec --platform modelarts`, as a hand-written sbatch uses them."""
+    out = tmp_path / "out.txt"
+    script = tmp_path / "ma.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:2\n#SBATCH --output={out}\n"
+        'srun bash -c \'eval "$(ti-slurm env --mode ddp --platform modelarts)"; '
+        'echo "env $VC_TASK_INDEX $MA_NUM_HOSTS $MA_NUM_GPUS ${VC_WORKER_HOSTS%%,*} $MASTER_ADDR"\'\n'
+        "srun ti-slurm exec --mode ddp --platform modelarts -- "
+        "bash -c 'echo \"exec $VC_TASK_INDEX $MA_TASK_NAME $MA_CURRENT_IP $(hostname -I)\"'\n"
+    )
+    sbatch_and_wait(script)
+    lines = sorted(out.read_text().splitlines())
+    envs = [line.split() for line in lines if line.startswith("env ")]
+    assert [fields[1:4] for fields in envs] == [["0", "2", "2"], ["1", "2", "2"]], lines
+    assert all(fields[4] == fields[5] for fields in envs)  # ModelArts' master line names MASTER_ADDR's node
+    execs = [line.split() for line in lines if line.startswith("exec ")]
+    assert [fields[1:3] for fields in execs] == [["0", "worker"], ["1", "worker"]], lines
+    assert all(fields[3] in fields[4:] for fields in execs)  # MA_CURRENT_IP is the node's own address

@@ -39,6 +39,11 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
         ("surrogate.json", '{"mode": "mpi", "command": "x", "nodes": 1, "workdir": "a\\ud800"}', "workdir"),
         ("surrogate-env.json", '{"mode": "mpi", "command": "x", "nodes": 1, "env": {"A": "\\udfff"}}', "env.A"),
         ("nodir.json", json.dumps({**BASE, "workdir": "/nonexistent/dir"}), "workdir: '/nonexistent/dir': no such"),
+        (
+            "ma-env.yaml",
+            "mode: ddp\nplatform: modelarts\nnodes: 2\ncommand: x\nenv:\n  MA_NUM_HOSTS: 4\n",
+            "env.MA_NUM_HOSTS: '4': MA_* variables are set by platform modelarts on every node",
+        ),
     ],
     ids=lambda value: value if isinstance(value, str) and len(value) < 30 and "." in value else "",
 )

@@ -39,9 +39,28 @@ def test_every_yaml_spec_renders_through_the_cli_as_printed(tmp_path: Path, body
         fill = [text for text in fill if not text.startswith("nodes")]
     spec = tmp_path / "job.yaml"
     spec.write_text(body + "".join(f"{text}\n" for text in fill))
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # blocks name the examples from the top directory
     res = run_cli("render", str(spec), cwd=tmp_path)
     assert res.returncode == 0, f"README line {line}: {res.stderr}"
     assert res.stdout.startswith("#!/bin/bash\n")
+
+
+def section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text[text.index(f"\n## {title}") :].split("\n## ", 2)[1]
+
+
+def test_the_readme_modelarts_job_trains_as_printed(tmp_path: Path) -> None:
+    """Its spec, run from a directory whose examples/ is the repository's; its start script, the example's."""
+    ma = section("ModelArts jobs")
+    spec_block, script_block = (m.group(2) for m in BLOCK.finditer(ma))
+    assert script_block in (ROOT / "examples/modelarts/code/torchrun.sh").read_text()  # the example's own script
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "job.yaml").write_text(spec_block)
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    logs = "".join(p.read_text() for p in tmp_path.glob("ti-slurm-jobs/*/logs/*.log"))
+    assert sorted(re.findall(r"rank (\d)/4 on \S+ task=worker-\d in_sync=True", logs)) == ["0", "1", "2", "3"]
 
 
 @pytest.mark.parametrize("body,line", blocks("toml"), ids=[f"line{n}" for _, n in blocks("toml")])

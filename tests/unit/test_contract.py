@@ -272,7 +272,7 @@ def test_a_platform_adds_variables_on_every_node_but_never_replaces_the_modes(
     class Added(Platform):
         name = "ti"
 
-        def node_env(self, ctx, contract):  # type: ignore[no-untyped-def]
+        def node_env(self, ctx, contract, env):  # type: ignore[no-untyped-def]
             return {"PLATFORM_RANK": contract["RANK"], "MASTER_ADDR": "elsewhere"}
 
     monkeypatch.setitem(platforms.PLATFORMS.loaded, "ti", Added())

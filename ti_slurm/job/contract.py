@@ -227,7 +227,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     contract_env = common_env(ctx)
     contract_env.update(mode.node_env(ctx))
     contract_env["TI_SLURM_ROLE"] = mode.role(ctx)
-    for name, value in get_platform(plan.platform).node_env(ctx, contract_env).items():
+    for name, value in get_platform(plan.platform).node_env(ctx, contract_env, env).items():
         contract_env.setdefault(name, value)  # the platform adds; the mode's own names stay
     contract_env.update(restart_env(ctx, env))
     check_env_sizes(contract_env)
@@ -283,8 +283,12 @@ def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
 
     if not plan.checkpoint_dir:
         return JobPaths(job_dir).checkpoint_dir
-    workdir = plan.workdir if plan.workdir and os.path.isabs(plan.workdir) else os.getcwd()
-    return os.path.join(workdir, plan.checkpoint_dir)
+    return os.path.join(workdir(plan), plan.checkpoint_dir)
+
+
+def workdir(plan: JobPlan) -> str:
+    """Where the command runs, absolute: the plan's, or (relative, or none given) this step's own directory."""
+    return plan.workdir if plan.workdir and os.path.isabs(plan.workdir) else os.getcwd()
 
 
 def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:

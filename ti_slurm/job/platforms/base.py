@@ -21,6 +21,7 @@ class Platform:
     """A platform. Subclasses set ``name`` and override what differs from TI's contract."""
 
     name: ClassVar[str]
+    reserved_prefixes: ClassVar[tuple[str, ...]] = ()  # the platform's own variables: a spec's `env:` may not set them
 
     # -- at submit (pure) ------------------------------------------------------------
     def component_command(self, mode: str, component: str, command: str) -> str:
@@ -28,6 +29,7 @@ class Platform:
         return ""
 
     # -- on every node -----------------------------------------------------------------
-    def node_env(self, ctx: NodeContext, contract: Mapping[str, str]) -> dict[str, str]:
-        """Variables the platform adds on this node, given the contract's (the mode's win: they are kept)."""
+    def node_env(self, ctx: NodeContext, contract: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+        """Variables the platform adds on this node, given the contract's (the mode's win: they are kept) and
+        the environment the node's step started with."""
         return {}
