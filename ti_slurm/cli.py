@@ -113,6 +113,7 @@ def _add_in_job(e: argparse.ArgumentParser, runs: bool) -> None:
     e.add_argument(
         "--gpus-per-node", type=bounded(0, 64), default=None, help="default: Slurm's SLURM_GPUS_ON_NODE, else 0"
     )
+    e.add_argument("--npus-per-node", type=bounded(0, 64), default=0, help="Ascend NPUs per node (a rank table)")
     e.add_argument("--master-port", type=bounded(1024, 65535), default=None)
     e.add_argument("--rdma", choices=("auto", "on", "off"), default="auto")
     e.add_argument(
@@ -245,7 +246,8 @@ def _adhoc(args: argparse.Namespace) -> tuple[JobPlan, dict[str, str], int, str]
     plan, component = adhoc_plan(
         args.mode, env, args.gpus_per_node, args.master_port, args.rdma, args.component, args.rendezvous_timeout
     )
-    plan = plan.replace(platform=args.platform)
+    components = tuple(c.replace(npus_per_node=args.npus_per_node) for c in plan.components)
+    plan = plan.replace(platform=args.platform, components=components)
     return plan, env, component, adhoc_job_dir(env)
 
 

@@ -181,9 +181,13 @@ class Partition:
 
     name: str
     nodes: int
-    max_gpus_per_node: int
+    max_per_node: dict[str, int]  # GRES name -> the most one node of the partition has
     max_minutes: int | None  # None: no limit
     default: bool = False
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return self.max_per_node.get("gpu", 0)
 
 
 def slurm_minutes(text: str) -> int | None:
@@ -215,20 +219,25 @@ def parse_sinfo(text: str) -> dict[str, Partition]:
         name, nodes, gres, limit = fields
         default = name.endswith("*")
         name = name.rstrip("*")
-        gpus = max((_gpu_count(g) for g in gres.split(",")), default=0)
+        counts = gres_counts(gres)
         part = out.get(name)
         if part is None:
-            out[name] = Partition(name, int(nodes), gpus, slurm_minutes(limit), default)
+            out[name] = Partition(name, int(nodes), counts, slurm_minutes(limit), default)
         else:
             part.nodes += int(nodes)
-            part.max_gpus_per_node = max(part.max_gpus_per_node, gpus)
+            for kind, count in counts.items():
+                part.max_per_node[kind] = max(part.max_per_node.get(kind, 0), count)
     return out
 
 
-def _gpu_count(gres: str) -> int:
-    """``gpu:8``, ``gpu:a100:8``, ``gpu:8(S:0-1)`` -> 8; anything else 0."""
-    words = gres.split("(")[0].split(":")
-    return int(words[-1]) if words[0] == "gpu" and len(words) > 1 and words[-1].isdigit() else 0
+def gres_counts(gres: str) -> dict[str, int]:
+    """sinfo's ``%G`` of a group of nodes: ``gpu:8,npu:8``, ``gpu:a100:8(S:0-1)`` -> {name: count per node}."""
+    counts: dict[str, int] = {}
+    for item in gres.split(","):
+        words = item.split("(")[0].split(":")
+        if len(words) > 1 and words[-1].isdigit():
+            counts[words[0]] = counts.get(words[0], 0) + int(words[-1])
+    return counts
 
 
 def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
@@ -245,11 +254,14 @@ def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
         where = f"{comp.name}: " if plan.heterogeneous else ""
         if comp.nodes > part.nodes:
             return f"{where}{comp.nodes} nodes asked, partition {name} has {part.nodes}"
-        if comp.gpus_per_node > part.max_gpus_per_node:
-            return (
-                f"{where}{comp.gpus_per_node} GPUs per node asked, no node of partition {name} has more than "
-                f"{part.max_gpus_per_node}"
-            )
+        for kind, (asked, what) in {
+            "gpu": (comp.gpus_per_node, "GPUs"),
+            plan.npu_gres: (comp.npus_per_node, "NPUs"),
+        }.items():
+            has = part.max_per_node.get(kind, 0)
+            if asked > has:
+                more = f"has more than {has}" if has else f"has {what} (GRES {kind})"
+                return f"{where}{asked} {what} per node asked, no node of partition {name} {more}"
         if limit is not None and part.max_minutes is not None and limit > part.max_minutes:
             return f"time {plan.time} is above partition {name}'s maximum of {part.max_minutes} minutes"
     return None

@@ -50,8 +50,9 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
     opt("nodes", comp.nodes)
     opt("ntasks-per-node", 1)
     opt("cpus-per-task", comp.cpus_per_node)
-    if comp.gpus_per_node:
-        opt("gres", f"gpu:{comp.gpus_per_node}")
+    gres = plan.gres_per_node(comp)
+    if gres:
+        opt("gres", ",".join(f"{name}:{count}" for name, count in gres.items()))
     if comp.mem:
         opt("mem", comp.mem)
     partition = comp.partition or plan.partition

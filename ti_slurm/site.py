@@ -10,6 +10,8 @@
     python = "/opt/ti-slurm/bin/python"
     rendezvous_timeout = 300
     container_runtime = "pyxis"     # or "oci": for specs whose container names no runtime
+    npu_gres = "npu"                # the GRES name of Ascend NPUs (npus_per_node)
+    hccn_conf = "/etc/hccn.conf"    # each node's NPU device IPs, for the rank table
     backend = "slurm"               # or "pyslurm": how submit, status, list and cancel reach Slurm
 
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
@@ -59,6 +61,8 @@ class SiteConfig:
     rdma_devices: tuple[str, ...] = ()
     rdma_check: str = "log"  # log | drain
     sysfs_root: str = "/sys"  # "{node}" is replaced by the node's name (for test clusters)
+    npu_gres: str = "npu"  # the GRES name Slurm gives Ascend NPUs
+    hccn_conf: str = "/etc/hccn.conf"  # each node's NPU device IPs; "{node}" as in sysfs_root
     hook_timeout: int = 30
     log_file: str | None = None
 
@@ -71,6 +75,8 @@ class SiteConfig:
             "nccl_overrides": {k: dict(v) for k, v in self.nccl.items()},
             "port_range": (self.port_min, self.port_max),
             "sysfs_root": self.sysfs_root,
+            "npu_gres": self.npu_gres,
+            "hccn_conf": self.hccn_conf,
         }
 
 
@@ -121,6 +127,8 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),
         sysfs_root=get.path("sysfs_root", "/sys") or "/sys",
+        npu_gres=get.word("npu_gres", "npu"),
+        hccn_conf=get.path("hccn_conf", "/etc/hccn.conf") or "/etc/hccn.conf",
         hook_timeout=get.integer("hook_timeout", 1, 600, 30),
         log_file=get.path("log_file", None),
     )
@@ -148,6 +156,13 @@ class _Keys:
         value = self.data.get(key, default)
         if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
             raise ConfigError(f"{self.where}: {key}", value, "expected an absolute path")
+        return value
+
+    def word(self, key: str, default: str) -> str:
+        """A Slurm name (a GRES name): letters, digits, ``_``, ``.``, ``-``."""
+        value = self.data.get(key, default)
+        if not isinstance(value, str) or not _DEVICE.fullmatch(value):
+            raise ConfigError(f"{self.where}: {key}", value, "expected a name (letters, digits, . _ -)")
         return value
 
     def choice(self, key: str, choices: tuple[str, ...]) -> str:

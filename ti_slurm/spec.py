@@ -156,6 +156,7 @@ class ComponentSpec(_Strict):
 
     nodes: int = Field(default=1, ge=1, le=65536)
     gpus_per_node: int | None = Field(default=None, ge=0, le=64)
+    npus_per_node: int | None = Field(default=None, ge=0, le=64)
     cpus_per_node: float | None = Field(default=None, gt=0, le=4096)
     mem: str | None = None
     partition: str | None = None
@@ -241,6 +242,7 @@ class JobSpec(_Strict):
     # single-group modes (ddp, mpi, horovod); defaults for every role otherwise
     nodes: int | None = Field(default=None, ge=1, le=65536)
     gpus_per_node: int = Field(default=0, ge=0, le=64)
+    npus_per_node: int = Field(default=0, ge=0, le=64)  # Ascend NPUs: Slurm GRES npu, and a rank table
     cpus_per_node: float = Field(default=1, gt=0, le=4096)
     mem: str | None = None
     # multi-role modes

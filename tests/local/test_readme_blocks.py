@@ -53,7 +53,8 @@ def section(title: str) -> str:
 def test_the_readme_modelarts_job_trains_as_printed(tmp_path: Path) -> None:
     """Its spec, run from a directory whose examples/ is the repository's; its start script, the example's."""
     ma = section("ModelArts jobs")
-    spec_block, script_block = (m.group(2) for m in BLOCK.finditer(ma))
+    found = {m.group(1): m.group(2) for m in reversed(list(BLOCK.finditer(ma)))}  # the first of each kind
+    spec_block, script_block = found["yaml"], found["bash"]
     assert script_block in (ROOT / "examples/modelarts/code/torchrun.sh").read_text()  # the example's own script
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "job.yaml").write_text(spec_block)
@@ -61,6 +62,13 @@ def test_the_readme_modelarts_job_trains_as_printed(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     logs = "".join(p.read_text() for p in tmp_path.glob("ti-slurm-jobs/*/logs/*.log"))
     assert sorted(re.findall(r"rank (\d)/4 on \S+ task=worker-\d in_sync=True", logs)) == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize("body,line", blocks("json"), ids=[f"line{n}" for _, n in blocks("json")])
+def test_every_json_block_parses(body: str, line: int) -> None:
+    import json
+
+    json.loads(body)
 
 
 @pytest.mark.parametrize("body,line", blocks("toml"), ids=[f"line{n}" for _, n in blocks("toml")])

@@ -13,6 +13,7 @@ from ti_slurm.queue import SharedQueue, parse_sinfo, slurm_minutes, unfit_reason
 from ti_slurm.status import JobStatus, progress_line
 
 SINFO = "debug*|4|gpu:8|infinite\nrdma|2|gpu:8(S:0-1)|2-00:00:00\nsmall|3|(null)|30:00\nsmall|1|gpu:a100:2|30:00\n"
+SINFO += "ascend|2|gpu:8,npu:8(S:0-1)|infinite\n"
 
 
 def test_sinfo_lines_sum_up_per_partition() -> None:
@@ -21,7 +22,9 @@ def test_sinfo_lines_sum_up_per_partition() -> None:
         ("debug", 4, 8, None, True),
         ("rdma", 2, 8, 2880, False),
         ("small", 4, 2, 30, False),
+        ("ascend", 2, 8, None, False),
     ]
+    assert parts["ascend"].max_per_node == {"gpu": 8, "npu": 8}
 
 
 @pytest.mark.parametrize(
@@ -41,7 +44,16 @@ UNFIT = [
     (plan(Component("ddp", 4, 8, 1)), None),
     (plan(Component("ddp", 128, 0, 1)), "128 nodes asked, partition debug has 4"),
     (plan(Component("ddp", 1, 16, 1)), "16 GPUs per node asked, no node of partition debug has more than 8"),
-    (plan(ONE, partition="gpu"), "partition 'gpu' does not exist (partitions: debug, rdma, small)"),
+    (plan(ONE, partition="gpu"), "partition 'gpu' does not exist (partitions: ascend, debug, rdma, small)"),
+    (plan(Component("ddp", 2, 0, 1, npus_per_node=8), partition="ascend"), None),
+    (
+        plan(Component("ddp", 1, 0, 1, npus_per_node=8)),
+        "8 NPUs per node asked, no node of partition debug has NPUs (GRES npu)",
+    ),
+    (
+        plan(Component("ddp", 1, 0, 1, npus_per_node=16), partition="ascend"),
+        "16 NPUs per node asked, no node of partition ascend has more than 8",
+    ),
     (plan(ONE, partition="small", time="1:00:00"), "time 1:00:00 is above partition small's maximum of 30 minutes"),
     (
         plan(Component("ps", 1, 0, 1), Component("worker", 3, 8, 1, partition="rdma")),

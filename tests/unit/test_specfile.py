@@ -57,7 +57,7 @@ command: python job.py
 head: {cpus_per_node: 2}
 worker_groups:
   - {nodes: 1, cpus_per_node: 2}
-  - {nodes: 1, gpus_per_node: 1}
+  - {nodes: 1, gpus_per_node: 1, npus_per_node: 08}
 preflight: {allreduce: yes}
 """
 DDP = """\
@@ -67,6 +67,7 @@ nodes: 010
 master_port: 62000
 rdma: on
 preflight: true
+npus_per_node: 010
 """
 
 
@@ -108,9 +109,11 @@ def test_every_field_reads_as_typed(write_spec) -> None:
 
     ray = load_spec(write_spec(RAY, "ray.yaml"))
     assert ray.worker_groups is not None and [g.gpus_per_node for g in ray.worker_groups] == [None, 1]
+    assert [g.npus_per_node for g in ray.worker_groups] == [None, 8]  # 08: not an octal error
     assert make_plan(ray).preflight_allreduce is True
     ddp = load_spec(write_spec(DDP, "ddp.yaml"))
     assert (ddp.nodes, ddp.master_port, ddp.rdma, ddp.preflight) == (10, 62000, "on", True)  # 010: decimal in 1.2
+    assert ddp.npus_per_node == 10
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

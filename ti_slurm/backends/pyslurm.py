@@ -101,8 +101,9 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     }
     if plan.submission:
         fields["comment"] = f"ti-slurm:{plan.submission}"
-    if comp.gpus_per_node:
-        fields["gres_per_node"] = {"gpu": comp.gpus_per_node}
+    gres = plan.gres_per_node(comp)
+    if gres:
+        fields["gres_per_node"] = gres
     if comp.mem:
         fields["memory_per_node"] = comp.mem
     partition = comp.partition or plan.partition

@@ -13,6 +13,8 @@ node and the submitting machine share::
     heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
     attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
+    rank_table.json             NPU jobs: the Ascend rank table (RANK_TABLE_FILE), from npus/<attempt>/<n>.json,
+                                each NPU node's device ids and device IPs
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
     supervisor.log, .pid        the local backend's supervisor process
 
@@ -109,6 +111,15 @@ class JobPaths(Record):
     @property
     def hostfile(self) -> str:
         return self._in("hostfile")
+
+    @property
+    def rank_table(self) -> str:
+        """RANK_TABLE_FILE: HCCL's rank table of every NPU of the job, the same file for every node."""
+        return self._in("rank_table.json")
+
+    def npu_share(self, attempt: str, n: int) -> str:
+        """What the n-th NPU node found of its NPUs in this attempt (its part of the rank table)."""
+        return self._in("npus", attempt, f"{n}.json")
 
     @property
     def agent_dir(self) -> str:

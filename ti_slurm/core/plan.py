@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from typing import Any
 
-PLAN_VERSION = 2  # 2: the plan names its platform
+PLAN_VERSION = 3  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf)
 
 
 class Container(Record):
@@ -36,6 +36,7 @@ class Component(Record):
     nodes: int
     gpus_per_node: int
     cpus_per_node: int
+    npus_per_node: int = 0  # Ascend NPUs (Slurm GRES npu_gres): each such node is a server of the rank table
     mem: str | None = None
     partition: str | None = None
     command: str = ""  # this role's own start command; "" runs the job's
@@ -43,8 +44,13 @@ class Component(Record):
 
     @property
     def slots(self) -> int:
-        """Processes per node for hostfiles and NODE_IP_SLOT_LIST: one per GPU, at least one."""
-        return max(self.gpus_per_node, 1)
+        """Processes per node for hostfiles and NODE_IP_SLOT_LIST: one per GPU (or NPU), at least one."""
+        return max(self.accelerators, 1)
+
+    @property
+    def accelerators(self) -> int:
+        """GPUs or NPUs per node (ModelArts' MA_NUM_GPUS counts either)."""
+        return self.gpus_per_node or self.npus_per_node
 
 
 class JobPlan(Record):
@@ -66,6 +72,8 @@ class JobPlan(Record):
     preflight: bool = True  # each node checks names, ports, GPUs and RDMA before the command
     preflight_allreduce: bool = False  # ... and then takes part in a tiny collective across every node
     sysfs_root: str = "/sys"  # where the preflight reads InfiniBand ports ("{node}": the node's name)
+    npu_gres: str = "npu"  # the Slurm GRES name of Ascend NPUs
+    hccn_conf: str = "/etc/hccn.conf"  # each node's NPU device IPs (address_<id>=); "{node}": the node's name
     stop_grace: int = 10
     # surviving interruptions: requeues allowed, and for which causes (preempt timeout node_fail failure hang)
     restart_max: int = 0
@@ -85,6 +93,11 @@ class JobPlan(Record):
     sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
     submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
     version: int = PLAN_VERSION
+
+    def gres_per_node(self, comp: Component) -> dict[str, int]:
+        """The generic resources each node of ``comp`` asks Slurm for: its GPUs, its NPUs (the site's GRES name)."""
+        wanted = {"gpu": comp.gpus_per_node, self.npu_gres: comp.npus_per_node}
+        return {name: count for name, count in wanted.items() if count}
 
     def command_of(self, component: int) -> str:
         """The start command the nodes of component number ``component`` run."""

@@ -60,6 +60,7 @@ class NodeContract(Record):
     index: int  # this node's index within its component
     role: str
     runs_command: bool
+    component: int = 0  # the component's index
     first_node: str = ""  # the name of the job's first node (DDP's master, Ray's head)
     rank: int = 0  # this node's place among all of the job's nodes (INDEX)
     world: int = 1  # all of the job's nodes
@@ -67,6 +68,7 @@ class NodeContract(Record):
     preflight_port: int = 0  # ... and its port
     addresses: dict[str, str] = {}  # noqa: RUF012 (copied per instance); the job's one resolution of its names
     listen_ports: tuple[tuple[int, str], ...] = ()  # (port, what for) this node listens on
+    addr: str = ""  # this node's address, as the contract gives it to the others
 
 
 def _get(env: Mapping[str, str], name: str) -> str:
@@ -230,6 +232,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     for name, value in get_platform(plan.platform).node_env(ctx, contract_env, env).items():
         contract_env.setdefault(name, value)  # the platform adds; the mode's own names stay
     contract_env.update(restart_env(ctx, env))
+    contract_env.update(npu_env(ctx))
     check_env_sizes(contract_env)
     defaults = rdma_env(plan, component, layout.partitions[component])
     if plan.watchdog_silence:  # output reaches the log as printed; a hung Python dumps its stacks on SIGABRT
@@ -240,6 +243,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
         hostfile=mode.hostfile(ctx),
         node=ctx.name,
         index=index,
+        component=component,
         role=contract_env["TI_SLURM_ROLE"],
         runs_command=mode.runs_command(ctx),
         first_node=layout.nodes[0][0],
@@ -249,6 +253,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
         preflight_port=layout.ports[0][0] + mode.ports_per_job - 1,  # the block's last: free before the command
         addresses=shared,
         listen_ports=tuple(mode.listen_ports(ctx)),
+        addr=layout.addr(ctx.name),
     )
 
 
@@ -271,6 +276,18 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
         "TI_SLURM_COMPONENT": component,
         "TI_SLURM_GROUP": component,  # the name before TI_SLURM_COMPONENT; kept for scripts that read it
     }
+
+
+def npu_env(ctx: NodeContext) -> dict[str, str]:
+    """An NPU node's: RANK_TABLE_FILE (the job's rank table, written before the command starts) and
+    RANK_SIZE (every NPU of the job), as Ascend's launchers expect them."""
+    from ti_slurm.core.paths import JobPaths
+
+    plan = ctx.plan
+    if not plan.components[ctx.component].npus_per_node:
+        return {}
+    total = sum(c.npus_per_node * c.nodes for c in plan.components)
+    return {"RANK_TABLE_FILE": JobPaths(ctx.job_dir).rank_table, "RANK_SIZE": str(total)}
 
 
 def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:

@@ -200,4 +200,10 @@ def checked_run(run: NodeRun) -> int:
             problem = f"preflight on {contract.node}: {found}" if found else None
         if problem:
             return refuse(run, problem)
+    if plan.components[component].npus_per_node:  # the rank table: every NPU node's part, before any command
+        from ti_slurm.job.ranktable import share
+
+        problem = share(plan, component, contract.index, contract.addr, contract.node, env)
+        if problem:
+            return refuse(run, problem)
     return get_mode(plan.mode).run_node(run)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         @property
         def gpus_per_node(self) -> int | None: ...
         @property
+        def npus_per_node(self) -> int | None: ...
+        @property
         def cpus_per_node(self) -> float | None: ...
 
     class SpecView(PlacementView, Protocol):
@@ -63,6 +65,8 @@ if TYPE_CHECKING:
         def nodes(self) -> int | None: ...
         @property
         def gpus_per_node(self) -> int: ...
+        @property
+        def npus_per_node(self) -> int: ...
         @property
         def cpus_per_node(self) -> float: ...
         @property
@@ -214,13 +218,15 @@ class Mode:
 def component(name: str, part: RoleSpecView | None, spec: SpecView, command: str = "") -> Component:
     """A component from a role's part of the spec; the spec's top level fills in what the role leaves out."""
     if part is None:
-        nodes, gpus, cpus, mem, partition = spec.nodes or 1, None, None, None, None
+        nodes, gpus, npus, cpus, mem, partition = spec.nodes or 1, None, None, None, None, None
     else:
-        nodes, gpus, cpus, mem, partition = part.nodes, part.gpus_per_node, part.cpus_per_node, part.mem, part.partition
+        nodes, gpus, npus = part.nodes, part.gpus_per_node, part.npus_per_node
+        cpus, mem, partition = part.cpus_per_node, part.mem, part.partition
     return Component(
         name=name,
         nodes=nodes,
         gpus_per_node=spec.gpus_per_node if gpus is None else gpus,
+        npus_per_node=spec.npus_per_node if npus is None else npus,
         cpus_per_node=int(spec.cpus_per_node if cpus is None else cpus),
         mem=spec.mem if mem is None else mem,
         partition=spec.partition if partition is None else partition,

@@ -49,7 +49,7 @@ class ModelArts(Platform):
         own = plan.components[ctx.component]
         out = {
             "MA_CURRENT_IP": layout.addr(ctx.name),
-            "MA_NUM_GPUS": str(own.gpus_per_node),
+            "MA_NUM_GPUS": str(own.accelerators),
             "MA_NUM_HOSTS": str(plan.total_nodes),
             "MA_TASK_NAME": tasks[ctx.component],
             "MA_VJ_NAME": f"{plan.name}-{layout.job_id}",
