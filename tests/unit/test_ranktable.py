@@ -40,7 +40,10 @@ def test_hccn_conf_lines_give_each_device_its_ip() -> None:
         ({}, [0, 1, 2, 3]),
         ({"ASCEND_VISIBLE_DEVICES": "4,5,6,7"}, [4, 5, 6, 7]),
         ({"ASCEND_RT_VISIBLE_DEVICES": "1,0,3,2"}, [0, 1, 2, 3]),
-        ({"ASCEND_VISIBLE_DEVICES": "0,1"}, "2 NPUs visible (ASCEND_VISIBLE_DEVICES=0,1), the job asked for 4 per node"),
+        (
+            {"ASCEND_VISIBLE_DEVICES": "0,1"},
+            "2 NPUs visible (ASCEND_VISIBLE_DEVICES=0,1), the job asked for 4 per node",
+        ),
         ({"ASCEND_VISIBLE_DEVICES": "a,b"}, "ASCEND_VISIBLE_DEVICES='a,b' is not a list of NPU ids"),
     ],
 )
