@@ -126,6 +126,7 @@ def _add_in_job(e: argparse.ArgumentParser, runs: bool) -> None:
     )
     e.add_argument("--rendezvous-timeout", type=bounded(1, 86400), default=300)
     if runs:
+        e.add_argument("--per-npu", action="store_true", help="run the command once per NPU (with --npus-per-node)")
         e.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     else:
         e.add_argument("--format", choices=("shell", "json"), default="shell")
@@ -274,8 +275,14 @@ def cmd_exec(args: argparse.Namespace) -> int:
     words = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not words:
         raise TiSlurmError("exec: no command given (ti-slurm exec --mode M -- CMD ...)")
+    if args.per_npu and not args.npus_per_node:
+        raise TiSlurmError("exec: --per-npu runs the command once per NPU: give --npus-per-node N")
     plan, env, component, job_dir = _adhoc(args)
-    plan = plan.replace(command=" ".join(shlex.quote(w) for w in words), workdir=os.getcwd())
+    plan = plan.replace(
+        command=" ".join(shlex.quote(w) for w in words),
+        workdir=os.getcwd(),
+        processes="per-npu" if args.per_npu else "one",
+    )
     own = plan.components[component]
     if command := get_platform(plan.platform).component_command(plan.mode, own.name, plan.command):
         changed = own.replace(command=command)  # ModelArts' --task_name, as a submitted job's command gets it

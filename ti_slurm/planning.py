@@ -40,6 +40,7 @@ def make_plan(
         preflight_allreduce=isinstance(spec.preflight, PreflightSpec) and spec.preflight.allreduce,
         **restart_fields(spec),
         platform=spec.platform,
+        processes=spec.processes,
         output_dir=spec.output_dir,
         workdir=spec.workdir,
         python=spec.python or python or site.python or sys.executable,

@@ -64,6 +64,17 @@ def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | No
     return value
 
 
+def leaves_the_platform_its_own(platform: str, env: dict[str, str]) -> None:
+    """A spec's ``env:`` may not set the variables its platform sets on every node (ModelArts' ``MA_*``)."""
+    from ti_slurm.job.platforms import get_platform
+
+    reserved = get_platform(platform).reserved_prefixes
+    for key, value in env.items():
+        if key.startswith(reserved):
+            why = f"{key[: key.index('_') + 1]}* variables are set by platform {platform} on every node"
+            raise SpecError(f"env.{key}", value, why)
+
+
 def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
     bad = _CONTROL.search(value.replace("\n", "").replace("\t", "") if allow_newline else value)
     if bad:
@@ -263,9 +274,11 @@ class JobSpec(_Strict):
     python: str | None = None
     # the platform contract
     rdma: Literal["auto", "on", "off"] = "auto"
-    # whose contract the nodes see beyond the mode's (ti_slurm/job/platforms/): "modelarts" appends
-    # --task_name=ps|worker to each PS-Worker task's command, as ModelArts does
+    # whose contract the nodes see beyond the mode's (ti_slurm/job/platforms/): "modelarts" adds its MA_*/VC_*
+    # variables and appends --task_name=ps|worker to each PS-Worker task's command, as ModelArts does
     platform: str = "ti"
+    # how many processes run the command on a node: one, or one per NPU (DEVICE_ID, RANK_ID set for each)
+    processes: Literal["one", "per-npu"] = "one"
     master_port: int | None = Field(default=None, ge=1024, le=65535)
     rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
     # each node checks names, ports, GPUs and RDMA before the command: true/false, on/off or {allreduce: true}
@@ -392,7 +405,9 @@ class JobSpec(_Strict):
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
         mode.check_spec(self)
         self._signal_fits_time()
-        self._env_leaves_the_platform_its_own()
+        leaves_the_platform_its_own(self.platform, self.env)
+        if self.processes == "per-npu" and not any(c.npus_per_node for c in mode.components(self)):
+            raise SpecError("processes", self.processes, "one process per NPU needs npus_per_node")
         for where, cpus in self.cpu_counts():
             if cpus != int(cpus):
                 raise SpecError(where, cpus, "Slurm allocates whole CPUs; use an integer")
@@ -405,15 +420,6 @@ class JobSpec(_Strict):
             raise SpecError(
                 "signal.before", signal.before, f"is not less than the time limit ({self.time} = {limit} s)"
             )
-
-    def _env_leaves_the_platform_its_own(self) -> None:
-        from ti_slurm.job.platforms import get_platform
-
-        reserved = get_platform(self.platform).reserved_prefixes
-        for key, value in self.env.items():
-            if key.startswith(reserved):
-                why = f"{key[: key.index('_') + 1]}* variables are set by platform {self.platform} on every node"
-                raise SpecError(f"env.{key}", value, why)
 
     def checkpoint_signal(self) -> SignalSpec | None:
         """The signal the nodes get before the time limit: the spec's, USR2 when only ``restart`` is set."""

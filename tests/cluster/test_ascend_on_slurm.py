@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_modes_on_slurm import Job
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, sbatch_and_wait
 
 pytestmark = pytest.mark.usefixtures("cluster")
 NPU_NODES = [f"node{i:02d}" for i in range(1, 5)]  # the test cluster's partition npu
@@ -76,3 +76,38 @@ def test_npus_on_a_partition_without_them_are_refused_at_submit(tmp_path: Path) 
     res = run_cli("submit", str(spec), cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert re.search(r"8 NPUs per node asked, no node of partition rdma has NPUs \(GRES npu\)", res.stderr), res.stderr
+
+
+def rank_lines(text: str) -> list[tuple[str, str, str, str]]:
+    return sorted((*line.split()[1:5],) for line in text.splitlines() if line.startswith("npu "))  # type: ignore[misc]
+
+
+def test_one_process_per_npu_each_with_the_rank_the_table_gives_its_device(tmp_path: Path) -> None:
+    cmd = 'echo "npu $(hostname) $DEVICE_ID $RANK_ID $RANK_SIZE"'
+    body = f"mode: ddp\nnodes: 2\nnpus_per_node: 8\nprocesses: per-npu\npartition: npu\ncommand: '{cmd}'"
+    job = Job(tmp_path, body, env=hccn_site(tmp_path))
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    table = json.loads((job.job_dir / "rank_table.json").read_text())
+    nodes = job.status()["components"][0]["nodes"]
+    expected = sorted(
+        (node, d["device_id"], d["rank_id"], "16")
+        for node, server in zip(nodes, table["server_list"], strict=True)
+        for d in server["device"]
+    )
+    assert rank_lines(job.logs()) == expected and len(expected) == 16
+
+
+def test_exec_per_npu_in_a_hand_written_job(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    script = tmp_path / "npu.sbatch"
+    site = hccn_site(tmp_path)["TI_SLURM_CONFIG"]
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --partition=npu\n#SBATCH --gres=npu:8\n#SBATCH --output={out}\n"
+        f"export TI_SLURM_CONFIG={site}\n"
+        "srun ti-slurm exec --mode ddp --npus-per-node 8 --per-npu -- "
+        'bash -c \'echo "npu $(hostname) $DEVICE_ID $RANK_ID $RANK_SIZE"; cat "$RANK_TABLE_FILE" > /dev/null\'\n'
+    )
+    sbatch_and_wait(script)
+    lines = rank_lines(out.read_text())
+    assert sorted(int(rank) for _, _, rank, _ in lines) == list(range(16)), out.read_text()
+    assert {size for *_, size in lines} == {"16"} and len({node for node, *_ in lines}) == 2

@@ -4,7 +4,9 @@ HCCL's v1.0 format, checked field by field against the published format."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,21 @@ def test_a_node_missing_a_device_ip_is_named_and_the_other_gives_up(tmp_path: Pa
     assert problems[1] == f"preflight on gpu010: NPU 5 has no device IP (no address_5= in {tmp_path}/gpu010.conf)"
     assert problems[0] == "preflight on gpu009: the rank table lacks NPU node(s) 1 of 2: not reported within 2s"
     assert not (tmp_path / "rank_table.json").exists()
+
+
+def test_one_process_per_npu_each_with_its_device_and_rank() -> None:
+    from ti_slurm.job.ranktable import per_npu_command
+
+    script = per_npu_command('echo "$DEVICE_ID $ASCEND_DEVICE_ID $RANK_ID $RANK_SIZE $LOCAL_RANK"', [4, 5, 6], 8, 12)
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert sorted(res.stdout.splitlines()) == ["4 4 8 12 0", "5 5 9 12 1", "6 6 10 12 2"]
+
+
+def test_the_first_npu_process_to_fail_stops_the_others_and_gives_the_node_its_code() -> None:
+    from ti_slurm.job.ranktable import per_npu_command
+
+    command = 'if [ "$RANK_ID" = 1 ]; then exit 7; fi; sleep 60'
+    started = time.monotonic()
+    res = subprocess.run(["bash", "-c", per_npu_command(command, [0, 1, 2], 0, 3)], timeout=30)
+    assert res.returncode == 7 and time.monotonic() - started < 10

@@ -68,6 +68,7 @@ master_port: 62000
 rdma: on
 preflight: true
 npus_per_node: 010
+processes: per-npu
 """
 
 
@@ -113,7 +114,7 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert make_plan(ray).preflight_allreduce is True
     ddp = load_spec(write_spec(DDP, "ddp.yaml"))
     assert (ddp.nodes, ddp.master_port, ddp.rdma, ddp.preflight) == (10, 62000, "on", True)  # 010: decimal in 1.2
-    assert ddp.npus_per_node == 10
+    assert (ddp.npus_per_node, ddp.processes) == (10, "per-npu")
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

@@ -83,6 +83,7 @@ class JobPlan(Record):
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
     checkpoint_dir: str = ""  # TI_SLURM_CHECKPOINT_DIR ("": <job dir>/checkpoint)
     platform: str = "ti"  # whose contract the nodes see beyond the mode's (ti | modelarts)
+    processes: str = "one"  # one | per-npu: the command once per NPU of the node (DEVICE_ID, RANK_ID, ...)
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
     python: str = sys.executable

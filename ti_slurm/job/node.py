@@ -100,6 +100,8 @@ class NodeRun(Record):
         plan = self.plan
         users = command is None
         command = command or plan.command_of(self.component)
+        if users and plan.processes == "per-npu" and plan.components[self.component].npus_per_node:
+            command = self.per_npu(command)
         required = get_mode(plan.mode).rule.is_required(plan.components[self.component].name)
         forward = checkpoint_signals(plan) if users else ()
         watch = NodeWatch(self, watch_silence=users and required, signals=bool(forward))
@@ -112,6 +114,17 @@ class NodeRun(Record):
         code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward)
         self.record(code, watch.error)
         return code
+
+    def per_npu(self, command: str) -> str:
+        """``command`` once per NPU of this node (``processes: per-npu``)."""
+        from ti_slurm.errors import ContractError
+        from ti_slurm.job.ranktable import first_rank, per_npu_command, visible_devices
+
+        devices = visible_devices(self.env, self.plan.components[self.component].npus_per_node)
+        if isinstance(devices, str):  # the rank table's step found them fine before any command: not reached
+            raise ContractError(devices)
+        first = first_rank(self.plan, self.component, self.contract.index)
+        return per_npu_command(command, devices, first, int(self.env["RANK_SIZE"]))
 
 
 def checkpoint_signals(plan: JobPlan) -> tuple[int, ...]:

@@ -98,6 +98,43 @@ def npu_nodes(plan: JobPlan) -> list[tuple[int, int]]:
     return [(k, i) for k, comp in enumerate(plan.components) if comp.npus_per_node for i in range(comp.nodes)]
 
 
+def first_rank(plan: JobPlan, component: int, index: int) -> int:
+    """The rank id of this node's first NPU: the NPUs of every NPU node before it in node rank order."""
+    servers = npu_nodes(plan)
+    return sum(plan.components[k].npus_per_node for k, _ in servers[: servers.index((component, index))])
+
+
+def per_npu_command(command: str, devices: Sequence[int], first: int, total: int) -> str:
+    """``command`` once per NPU of this node, each with its DEVICE_ID (ASCEND_DEVICE_ID), RANK_ID, RANK_SIZE
+    and LOCAL_RANK, as Ascend's rank-table launchers start them: a bash script, so it runs in a training
+    image too. Each process leads a session of its own; the first to fail has the others' sessions stopped
+    (SIGTERM), and the node ends with its code (0 once all ended well)."""
+    from ti_slurm.core.shell import shell_quote
+
+    lines = ["ti_npu_pids=()"]
+    for local, device in enumerate(devices):
+        values = f"DEVICE_ID={device} ASCEND_DEVICE_ID={device} RANK_ID={first + local} RANK_SIZE={total}"
+        lines.append(f"{values} LOCAL_RANK={local} setsid /bin/bash -c {shell_quote(command)} &")
+        lines.append('ti_npu_pids+=("$!")')
+    lines += [
+        'ti_npu_all=("${ti_npu_pids[@]}") ti_npu_code=0',
+        "while [ ${#ti_npu_pids[@]} -gt 0 ]; do",
+        "  ti_npu_left=()",
+        '  for ti_npu_pid in "${ti_npu_pids[@]}"; do',
+        '    if [ -e "/proc/$ti_npu_pid" ]; then ti_npu_left+=("$ti_npu_pid"); continue; fi',
+        '    wait "$ti_npu_pid"; ti_npu_last=$?',
+        '    if [ "$ti_npu_last" -ne 0 ] && [ "$ti_npu_code" -eq 0 ]; then',
+        "      ti_npu_code=$ti_npu_last",
+        '      for ti_npu_other in "${ti_npu_all[@]}"; do kill -TERM -- "-$ti_npu_other" 2>/dev/null; done',
+        "    fi",
+        "  done",
+        '  ti_npu_pids=("${ti_npu_left[@]}"); [ ${#ti_npu_pids[@]} -gt 0 ] && sleep 0.2',
+        "done",
+        'exit "$ti_npu_code"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def share(plan: JobPlan, component: int, index: int, server_id: str, node: str, env: Mapping[str, str]) -> str | None:
     """Publish this node's NPUs, gather every NPU node's, write the rank table; a problem as one line."""
     count = plan.components[component].npus_per_node
