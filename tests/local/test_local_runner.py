@@ -47,6 +47,18 @@ def test_ddp_example_trains_on_two_simulated_nodes(tmp_path: Path) -> None:
     assert logs.count("in_sync=True") == 4
 
 
+def test_mindspore_example_trains_on_two_simulated_nodes(tmp_path: Path) -> None:
+    """ti-slurm's scheduler on node 0, a worker per node (the machine's MindSpore, whatever its NumPy)."""
+    pytest.importorskip("mindspore")
+    res = run_cli(
+        "submit", "--local", "--wait", "examples/mindspore/job.yaml", cwd=ROOT, env={"XDG_STATE_HOME": str(tmp_path)}
+    )
+    assert res.returncode == 0, res.stderr
+    jd = ROOT / "ti-slurm-jobs" / res.stdout.split()[0]
+    logs = "".join(p.read_text() for p in sorted((jd / "logs").glob("*.log")))
+    assert sorted(re.findall(r"rank (\d/2) on \S+ loss=\S+ in_sync=True", logs)) == ["0/2", "1/2"]
+
+
 def test_failing_node_fails_the_job_and_is_named(tmp_path: Path) -> None:
     marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
     command = f"if [ $INDEX = 1 ]; then sleep 1; echo node $INDEX gives up; exit 3; fi; {marker}"

@@ -11,7 +11,7 @@ from ti_slurm.spec import parse_spec
 
 
 def test_every_mode_module_is_a_registered_mode() -> None:
-    assert mode_names() == ("ddp", "horovod", "mpi", "ps-worker", "ray")
+    assert mode_names() == ("ddp", "horovod", "mindspore", "mpi", "ps-worker", "ray")
     for name in mode_names():
         mode = get_mode(name)
         assert isinstance(mode, Mode) and mode.name == name
@@ -19,14 +19,16 @@ def test_every_mode_module_is_a_registered_mode() -> None:
 
 
 def test_an_unknown_mode_is_refused_by_name() -> None:
-    with pytest.raises(ModeError, match="unknown mode 'dp'; expected one of: ddp, horovod, mpi, ps-worker, ray"):
+    with pytest.raises(
+        ModeError, match="unknown mode 'dp'; expected one of: ddp, horovod, mindspore, mpi, ps-worker, ray"
+    ):
         get_mode("dp")
 
 
 def test_the_spec_takes_its_mode_list_from_the_registry() -> None:
     from ti_slurm.errors import SpecError
 
-    with pytest.raises(SpecError, match=r"^mode: 'tf': expected one of: ddp, horovod, mpi, ps-worker, ray$"):
+    with pytest.raises(SpecError, match=r"^mode: 'tf': expected one of: ddp, horovod, mindspore, mpi, ps-worker, ray$"):
         parse_spec({"mode": "tf", "command": "x", "nodes": 1})
 
 

@@ -125,7 +125,8 @@ def per_npu_command(command: str, devices: Sequence[int], first: int, total: int
         '    wait "$ti_npu_pid"; ti_npu_last=$?',
         '    if [ "$ti_npu_last" -ne 0 ] && [ "$ti_npu_code" -eq 0 ]; then',
         "      ti_npu_code=$ti_npu_last",
-        '      for ti_npu_other in "${ti_npu_all[@]}"; do kill -TERM -- "-$ti_npu_other" 2>/dev/null; done',
+        # the session's group, and the process itself: one not yet past setsid is in no group of its own
+        '      for ti_npu_o in "${ti_npu_all[@]}"; do kill -TERM -- "-$ti_npu_o" "$ti_npu_o" 2>/dev/null; done',
         "    fi",
         "  done",
         '  ti_npu_pids=("${ti_npu_left[@]}"); [ ${#ti_npu_pids[@]} -gt 0 ] && sleep 0.2',
