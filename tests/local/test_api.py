@@ -37,6 +37,13 @@ def test_submit_a_dict_and_wait_for_it(tmp_path: Path) -> None:
     assert job.state is JobState.COMPLETED
 
 
+def test_the_api_gives_a_modelarts_job_its_variables(tmp_path: Path) -> None:
+    command = 'echo "$MA_TASK_NAME $VC_TASK_INDEX $MA_NUM_HOSTS ${VC_WORKER_HOSTS%%,*}"'
+    job = ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=2, platform="modelarts", command=command), backend="local")
+    assert job.wait(timeout=60).state is JobState.COMPLETED
+    assert [list(job.logs(node=n)) for n in ("0", "1")] == [["worker 0 2 127.0.0.1"], ["worker 1 2 127.0.0.1"]]
+
+
 def test_a_spec_file_and_a_jobspec_submit_alike(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(f"mode: ddp\nnodes: 1\ncommand: echo rank=$RANK\noutput_dir: {tmp_path / 'out'}\n")
