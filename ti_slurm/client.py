@@ -169,6 +169,10 @@ def _submit_to(
     begun = backend.begin_submit(submission, spec.python or "python3")  # plan_job's choice, remotely
     try:
         job_plan = job_plan or plan_job(spec, remote=remote, submission=submission)
+        if spec.code:  # the code as it is now is what every node of every attempt runs
+            from ti_slurm.packager import snapshot_plan
+
+            job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
         script = render_plan(job_plan)
     except BaseException:
         backend.abort_submit(begun)

@@ -43,6 +43,7 @@ def make_plan(
         processes=spec.processes,
         output_dir=spec.output_dir,
         workdir=spec.workdir,
+        **layout_fields(spec),
         python=spec.python or python or site.python or sys.executable,
         partition=spec.partition,
         account=spec.account,
@@ -64,6 +65,13 @@ def components(spec: JobSpec) -> tuple[Component, ...]:
         else comp
         for comp in get_mode(spec.mode).components(spec)
     )
+
+
+def layout_fields(spec: JobSpec) -> dict[str, Any]:
+    """The plan's fields for the job's data: input channels (which are staged) and where outputs go."""
+    paths = {name: c if isinstance(c, str) else c.path for name, c in spec.inputs.items()}
+    staged = tuple(name for name, c in spec.inputs.items() if not isinstance(c, str) and c.stage == "local")
+    return {"inputs": paths, "staged": staged, "outputs": spec.outputs or ""}
 
 
 def restart_fields(spec: JobSpec) -> dict[str, Any]:
@@ -109,19 +117,50 @@ def plan_job(
     ``python3``, and the cluster's own site config applies on the cluster side.
     """
     if remote:
+        if spec.code:
+            why = "the snapshot is taken on this machine; to run code from here on a remote host, --sync it"
+            raise SpecError("code", spec.code, why)
         base = _remote_path(spec.remote.workdir, None) if spec.remote else None
         updates = {"output_dir": _remote_path(spec.output_dir, base), "workdir": _remote_path(spec.workdir, base)}
         python = spec.python or python or "python3"
         site = SiteConfig()
     else:
-        workdir = os.path.abspath(os.path.expanduser(spec.workdir or os.getcwd()))
+        workdir = code_workdir(spec) if spec.code else os.path.abspath(os.path.expanduser(spec.workdir or os.getcwd()))
         updates = {"output_dir": os.path.abspath(os.path.expanduser(spec.output_dir)), "workdir": workdir}
         if not os.path.isdir(workdir):
             raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
         site = site or load_site_config()
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)
-    return plan
+    return plan if remote else data_here(plan, spec)
+
+
+def data_here(plan: JobPlan, spec: JobSpec) -> JobPlan:
+    """The plan's input channels and outputs as absolute paths on this machine, each checked."""
+    inputs = {}
+    for name, path in plan.inputs.items():
+        inputs[name] = os.path.abspath(os.path.expanduser(path))
+        if not os.path.exists(inputs[name]):
+            raise SpecError(f"inputs.{name}", path, "no such file or directory")
+    outputs = os.path.abspath(os.path.expanduser(plan.outputs)) if plan.outputs else ""
+    if outputs and spec.code:
+        code = os.path.abspath(os.path.expanduser(spec.code))
+        if not os.path.relpath(outputs, code).startswith(".."):
+            why = f"is inside code ({spec.code}): each job's outputs would be the next job's code"
+            raise SpecError("outputs", plan.outputs, why)
+    return plan.replace(inputs=inputs, outputs=outputs)
+
+
+def code_workdir(spec: JobSpec) -> str:
+    """Where the command runs in the code directory (``workdir`` is a folder of it); checked to be there."""
+    assert spec.code is not None
+    code = os.path.abspath(os.path.expanduser(spec.code))
+    if not os.path.isdir(code):
+        raise SpecError("code", spec.code, "no such directory (its snapshot is what the nodes run)")
+    workdir = os.path.normpath(os.path.join(code, spec.workdir or "."))
+    if os.path.relpath(workdir, code).startswith(".."):
+        raise SpecError("workdir", spec.workdir, f"is outside code ({spec.code}): the command runs in its snapshot")
+    return workdir
 
 
 def _remote_path(path: str | None, base: str | None) -> str | None:

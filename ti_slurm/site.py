@@ -12,6 +12,7 @@
     container_runtime = "pyxis"     # or "oci": for specs whose container names no runtime
     npu_gres = "npu"                # the GRES name of Ascend NPUs (npus_per_node)
     hccn_conf = "/etc/hccn.conf"    # each node's NPU device IPs, for the rank table
+    stage_dir = "/tmp"              # node-local disk for input channels with stage: local
     backend = "slurm"               # or "pyslurm": how submit, status, list and cancel reach Slurm
 
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
@@ -63,6 +64,7 @@ class SiteConfig:
     sysfs_root: str = "/sys"  # "{node}" is replaced by the node's name (for test clusters)
     npu_gres: str = "npu"  # the GRES name Slurm gives Ascend NPUs
     hccn_conf: str = "/etc/hccn.conf"  # each node's NPU device IPs; "{node}" as in sysfs_root
+    stage_dir: str = "/tmp"  # node-local storage staged input channels are copied to
     hook_timeout: int = 30
     log_file: str | None = None
 
@@ -77,6 +79,7 @@ class SiteConfig:
             "sysfs_root": self.sysfs_root,
             "npu_gres": self.npu_gres,
             "hccn_conf": self.hccn_conf,
+            "stage_dir": self.stage_dir,
         }
 
 
@@ -129,6 +132,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         sysfs_root=get.path("sysfs_root", "/sys") or "/sys",
         npu_gres=get.word("npu_gres", "npu"),
         hccn_conf=get.path("hccn_conf", "/etc/hccn.conf") or "/etc/hccn.conf",
+        stage_dir=get.path("stage_dir", "/tmp") or "/tmp",
         hook_timeout=get.integer("hook_timeout", 1, 600, 30),
         log_file=get.path("log_file", None),
     )

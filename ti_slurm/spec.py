@@ -64,6 +64,22 @@ def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | No
     return value
 
 
+def check_channels(inputs: dict[str, str | InputSpec]) -> None:
+    """Each channel a variable of its own: ``TI_SLURM_INPUT_<NAME>`` (so no two names alike but for case)."""
+    seen: dict[str, str] = {}
+    for name, channel in inputs.items():
+        where = f"inputs.{name}"
+        if not _ENV_NAME.fullmatch(name):
+            raise SpecError(where, name, "a channel name is letters, digits and _ (it names TI_SLURM_INPUT_<NAME>)")
+        if name.upper() in seen:
+            why = f"is channel {seen[name.upper()]!r} again (both are TI_SLURM_INPUT_{name.upper()})"
+            raise SpecError(where, name, why)
+        seen[name.upper()] = name
+        path = channel if isinstance(channel, str) else channel.path
+        if not path or "\x00" in path or any(ord(c) < 32 for c in path):
+            raise SpecError(where, path, "expected a path on one line")
+
+
 def leaves_the_platform_its_own(platform: str, env: dict[str, str]) -> None:
     """A spec's ``env:`` may not set the variables its platform sets on every node (ModelArts' ``MA_*``)."""
     from ti_slurm.job.platforms import get_platform
@@ -237,6 +253,18 @@ class WatchdogSpec(_Strict):
     silence: int = Field(ge=10, le=7 * 86400)
 
 
+class InputSpec(_Strict):
+    """A data channel: ``TI_SLURM_INPUT_<CHANNEL>`` on every node (``/opt/ml/input/data/<channel>`` in an image)."""
+
+    path: str = Field(min_length=1)
+    stage: Literal["none", "local"] = "none"  # local: copied to each node's local disk before the command
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _reject_control("path", v)
+
+
 class RemoteSpec(_Strict):
     """Where ``--host`` submission goes by default (see the README)."""
 
@@ -269,7 +297,11 @@ class JobSpec(_Strict):
     sbatch: dict[str, str | int | bool] = Field(default_factory=dict)
     # the job's files and environment
     output_dir: str = "ti-slurm-jobs"
-    workdir: str | None = None
+    workdir: str | None = None  # with `code`: a folder of it
+    code: str | None = None  # this directory's snapshot, taken at submit, is what the nodes run (none: in place)
+    code_ignore: list[str] = Field(default_factory=list)  # fnmatch patterns left out of the snapshot
+    inputs: dict[str, str | InputSpec] = Field(default_factory=dict)  # data channels: name -> path
+    outputs: str | None = None  # each job's model/ and output/ go to <outputs>/<job id>/ (default: the job dir)
     env: dict[str, str] = Field(default_factory=dict)
     python: str | None = None
     # the platform contract
@@ -339,7 +371,7 @@ class JobSpec(_Strict):
     def _time(cls, v: str | None) -> str | None:
         return _matching(_TIME, v, "expected a Slurm time limit: MM, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED")
 
-    @field_validator("output_dir", "workdir", "python", "checkpoint_dir")
+    @field_validator("output_dir", "workdir", "python", "checkpoint_dir", "code", "outputs")
     @classmethod
     def _path(cls, v: str | None) -> str | None:
         if v is None:
@@ -406,6 +438,7 @@ class JobSpec(_Strict):
         mode.check_spec(self)
         self._signal_fits_time()
         leaves_the_platform_its_own(self.platform, self.env)
+        check_channels(self.inputs)
         if self.processes == "per-npu" and not any(c.npus_per_node for c in mode.components(self)):
             raise SpecError("processes", self.processes, "one process per NPU needs npus_per_node")
         for where, cpus in self.cpu_counts():

@@ -66,6 +66,8 @@ class JobStatus:
     # a job that ended without its final record: its batch script's output, whose last lines say why
     batch_output: str = ""
     batch_tail: list[str] = field(default_factory=list)
+    # the code snapshot the job runs (``dir``, ``tree``, git's ``commit`` and ``dirty``), when it has one
+    code: dict[str, Any] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -96,6 +98,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                 if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
             ]
             status.state, status.reason, status.failed = JobState.RUNNING, "", {}
+            status.code = _mapping(ev.get("code"))  # the snapshot the job runs, when it has one
             attempt = _attempt(status, ev)
             attempt.started = _number(ev.get("time"))
             attempt.nodes = [n for c in status.components for n in c.nodes]
@@ -115,8 +118,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             attempt.requeued = ev.get("requeue") is True
             lost = ev.get("lost_nodes")
             attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
-            failed = ev.get("failed")
-            status.failed = failed if isinstance(failed, dict) else {}
+            status.failed = _mapping(ev.get("failed"))
             status.state, status.reason = state, attempt.reason
             if not attempt.requeued and len(status.attempts) > 1:
                 status.reason += f" (after {len(status.attempts)} attempts)"
@@ -194,7 +196,7 @@ def format_status(status: JobStatus) -> str:
     head = f"job {status.job_id}  {status.name}  {status.mode or '-'}  {status.state}"
     if status.reason:
         head += f"  ({status.reason})"
-    lines = [head]
+    lines = [head, *_code_lines(status.code)]
     if len(status.attempts) > 1 or any(a.requeued for a in status.attempts):
         lines.append(f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason")
         for a in status.attempts:
@@ -216,6 +218,19 @@ def format_status(status: JobStatus) -> str:
         lines.append(f"  last {len(status.batch_tail)} lines of {status.batch_output}:")
         lines.extend(f"  | {line}" for line in status.batch_tail)
     return "\n".join(lines)
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _code_lines(shot: dict[str, Any]) -> list[str]:
+    """The code snapshot's line of ``status``: its hash, git's commit (and uncommitted changes), where it is."""
+    if not shot:
+        return []
+    changes = " with changes" if shot.get("dirty") else ""
+    git = f", git {str(shot.get('commit'))[:12]}{changes}" if shot.get("commit") else ""
+    return [f"  code: snapshot {str(shot.get('tree'))[:12]}{git} in {shot.get('dir')}"]
 
 
 def _clock(when: float | None) -> str:

@@ -39,6 +39,22 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
         ("surrogate.json", '{"mode": "mpi", "command": "x", "nodes": 1, "workdir": "a\\ud800"}', "workdir"),
         ("surrogate-env.json", '{"mode": "mpi", "command": "x", "nodes": 1, "env": {"A": "\\udfff"}}', "env.A"),
         ("nodir.json", json.dumps({**BASE, "workdir": "/nonexistent/dir"}), "workdir: '/nonexistent/dir': no such"),
+        ("channel.yaml", "mode: ddp\nnodes: 1\ncommand: x\ninputs: {my-data: /tmp}\n", "inputs.my-data: 'my-data': a"),
+        (
+            "twice.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\ninputs: {train: /tmp, TRAIN: /tmp}\n",
+            "inputs.TRAIN: 'TRAIN': is channel 'train' again (both are TI_SLURM_INPUT_TRAIN)",
+        ),
+        (
+            "nopath.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\ninputs: {train: /nonexistent/x}\n",
+            "inputs.train: '/nonexistent/x': no such file or directory",
+        ),
+        (
+            "outputs-in-code.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\ncode: .\noutputs: runs\n",
+            "outputs: 'runs': is inside code (.): each job's outputs would be the next job's code",
+        ),
         (
             "ma-env.yaml",
             "mode: ddp\nplatform: modelarts\nnodes: 2\ncommand: x\nenv:\n  MA_NUM_HOSTS: 4\n",

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from tests.conftest import run_cli
 from ti_slurm.errors import SpecError
 from ti_slurm.planning import make_plan
-from ti_slurm.spec import JobSpec, load_spec
+from ti_slurm.spec import InputSpec, JobSpec, load_spec
 
 # Every field of the spec, in three documents (roles differ by mode). The values are those YAML 1.1
 # reads as something else: on/off/yes/no (booleans), 1:30:00 (a number), 1.10 (1.1), 0777 (octal),
@@ -69,6 +69,10 @@ rdma: on
 preflight: true
 npus_per_node: 010
 processes: per-npu
+code: 1.10
+code_ignore: [on, "*.ckpt"]
+inputs: {train: /data/0777, on: {path: 1.10, stage: local}}
+outputs: 2026-12-01
 """
 
 
@@ -115,6 +119,9 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     ddp = load_spec(write_spec(DDP, "ddp.yaml"))
     assert (ddp.nodes, ddp.master_port, ddp.rdma, ddp.preflight) == (10, 62000, "on", True)  # 010: decimal in 1.2
     assert (ddp.npus_per_node, ddp.processes) == (10, "per-npu")
+    assert (ddp.code, ddp.code_ignore) == ("1.10", ["on", "*.ckpt"])
+    assert (ddp.inputs["train"], ddp.outputs) == ("/data/0777", "2026-12-01")
+    assert ddp.inputs["on"] == InputSpec(path="1.10", stage="local")  # a key YAML 1.1 reads as true
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:
@@ -145,8 +152,15 @@ def _written(node: object, model: type[BaseModel], seen: set[tuple[str, str]]) -
     elif isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             seen.add((model.__name__, key.value))
-            inner = _model_in(model.model_fields[key.value].annotation)
-            if inner is not None:
+            annotation = model.model_fields[key.value].annotation
+            inner = _model_in(annotation)
+            if inner is None:
+                continue
+            if typing.get_origin(annotation) is dict and isinstance(value, yaml.MappingNode):
+                for _, item in value.value:  # a mapping of names (input channels) to values of the model
+                    if isinstance(item, yaml.MappingNode):
+                        _written(item, inner, seen)
+            else:
                 _written(value, inner, seen)
 
 

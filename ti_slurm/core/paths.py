@@ -13,6 +13,8 @@ node and the submitting machine share::
     heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
     attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
+    model/, output/             TI_SLURM_MODEL_DIR, TI_SLURM_OUTPUT_DIR (in <outputs>/<job id>/ with `outputs:`);
+                                output/failure: the command's own reason, when it fails
     rank_table.json             NPU jobs: the Ascend rank table (RANK_TABLE_FILE), from npus/<attempt>/<n>.json,
                                 each NPU node's device ids and device IPs
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
@@ -111,6 +113,18 @@ class JobPaths(Record):
     @property
     def hostfile(self) -> str:
         return self._in("hostfile")
+
+    @property
+    def job_id(self) -> str:
+        return os.path.basename(self.root.rstrip("/"))
+
+    def results(self, outputs: str) -> str:
+        """Where the job's ``model/`` and ``output/`` go: ``<outputs>/<job id>``, or (none) the job directory."""
+        return os.path.join(outputs, self.job_id) if outputs else self.root
+
+    def failure(self, outputs: str) -> str:
+        """``output/failure``: the text a failing command leaves as its reason (the TI platform's convention)."""
+        return os.path.join(self.results(outputs), "output", "failure")
 
     @property
     def rank_table(self) -> str:

@@ -86,6 +86,15 @@ class JobPlan(Record):
     processes: str = "one"  # one | per-npu: the command once per NPU of the node (DEVICE_ID, RANK_ID, ...)
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
+    # the code snapshot the nodes run (ti_slurm/packager.py), when the spec asked for one
+    code_dir: str = ""  # the snapshot: TI_SLURM_CODE_DIR
+    code_tree: str = ""  # its hash
+    code_commit: str = ""  # git's HEAD where the code was a checkout ...
+    code_dirty: bool = False  # ... with changes not committed
+    inputs: dict[str, str] = {}  # noqa: RUF012 (copied per instance); data channel -> its path (absolute)
+    staged: tuple[str, ...] = ()  # the channels copied to each node's local disk before the command
+    stage_dir: str = "/tmp"  # where on a node staged channels go (the site's)
+    outputs: str = ""  # the base of each job's model/ and output/ ("": the output directory)
     python: str = sys.executable
     partition: str | None = None
     account: str | None = None
@@ -129,6 +138,7 @@ class JobPlan(Record):
         data["rdma_partitions"] = tuple(data["rdma_partitions"])
         data["port_range"] = tuple(data["port_range"])
         data["restart_on"] = tuple(data.get("restart_on", ()))
+        data["staged"] = tuple(data.get("staged", ()))
         return cls(**data)
 
 

@@ -233,6 +233,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
         contract_env.setdefault(name, value)  # the platform adds; the mode's own names stay
     contract_env.update(restart_env(ctx, env))
     contract_env.update(npu_env(ctx))
+    contract_env.update(data_env(ctx))
     check_env_sizes(contract_env)
     defaults = rdma_env(plan, component, layout.partitions[component])
     if plan.watchdog_silence:  # output reaches the log as printed; a hung Python dumps its stacks on SIGABRT
@@ -266,7 +267,8 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
         for name in names
     )
     component = plan.components[ctx.component].name
-    return {
+    code = {"TI_SLURM_CODE_DIR": plan.code_dir} if plan.code_dir else {}  # the snapshot taken at submit
+    return code | {
         "NODE_LIST": node_list,
         "INDEX": str(ctx.global_index),
         "GPU_NUM": str(sum(c.gpus_per_node * c.nodes for c in plan.components)),
@@ -276,6 +278,26 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
         "TI_SLURM_COMPONENT": component,
         "TI_SLURM_GROUP": component,  # the name before TI_SLURM_COMPONENT; kept for scripts that read it
     }
+
+
+def data_env(ctx: NodeContext) -> dict[str, str]:
+    """Where the job's data is: each input channel (staged ones: their copy on this node's disk), and the
+    model and output directories (``/opt/ml/...`` on the TI platform)."""
+    from ti_slurm.core.paths import JobPaths, node_label
+
+    plan, paths = ctx.plan, JobPaths(ctx.job_dir)
+    results = paths.results(plan.outputs)
+    out = {"TI_SLURM_MODEL_DIR": os.path.join(results, "model"), "TI_SLURM_OUTPUT_DIR": os.path.join(results, "output")}
+    for name, path in plan.inputs.items():
+        staged = stage_path(plan, paths.job_id, node_label(plan.components[ctx.component].name, ctx.index), name)
+        out[f"TI_SLURM_INPUT_{name.upper()}"] = staged if name in plan.staged else path
+    return out
+
+
+def stage_path(plan: JobPlan, job_id: str, node: str, channel: str) -> str:
+    """Where a staged channel is copied to on a node: the site's ``stage_dir``, per user, job and node step
+    (two steps of a job on one machine, as the local runner's, copy apart)."""
+    return os.path.join(plan.stage_dir, f"ti-slurm-{os.getuid()}", job_id, node, channel)
 
 
 def npu_env(ctx: NodeContext) -> dict[str, str]:

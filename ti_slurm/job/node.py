@@ -144,6 +144,8 @@ def prepare_node(
     contract = node_contract(plan, environ, component, job_dir)
     os.makedirs(contract.env["TI_SLURM_CHECKPOINT_DIR"], exist_ok=True)
     os.makedirs(os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]), exist_ok=True)
+    for results in ("TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR"):
+        os.makedirs(contract.env[results], exist_ok=True)
     prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)
     return contract, apply(contract, environ, plan.env)
 
@@ -219,4 +221,12 @@ def checked_run(run: NodeRun) -> int:
         problem = share(plan, component, contract.index, contract.addr, contract.node, env)
         if problem:
             return refuse(run, problem)
-    return get_mode(plan.mode).run_node(run)
+    if not plan.staged:
+        return get_mode(plan.mode).run_node(run)
+    from ti_slurm.job.staging import stage, unstage
+
+    try:
+        problem = stage(plan, contract.node, env)  # before the mode starts: DDP's rendezvous timeout too
+        return refuse(run, problem) if problem else get_mode(plan.mode).run_node(run)
+    finally:
+        unstage(plan, env)

@@ -11,8 +11,9 @@ variables", Huawei Cloud ModelArts developer guide), computed from the job's lay
   ``VC_<TASK>_HOSTS`` (its nodes' addresses in index order: ``${VC_WORKER_HOSTS%%,*}`` is the master,
   the same address as ``MASTER_ADDR``);
 - the directories: ``MA_JOB_DIR`` is the parent of the code folder (ModelArts places the code folder in
-  it, so scripts name ``${MA_JOB_DIR}/<code folder>/train.py``): here the parent of the job's working
-  directory; ``MA_MOUNT_PATH`` the job's directory, ``MA_LOG_DIR`` its ``logs``, ``MA_HOME`` the user's home.
+  it, so scripts name ``${MA_JOB_DIR}/<code folder>/train.py``): here the parent of the job's code snapshot
+  (``code:``), else of its working directory; ``MA_MOUNT_PATH`` the job's directory, ``MA_LOG_DIR`` its
+  ``logs``, ``MA_HOME`` the user's home.
 
 PS-Worker: ModelArts also tells each task its role with the hyperparameter ``--task_name=ps|worker``,
 appended to the start command of every node of that role.
@@ -53,7 +54,7 @@ class ModelArts(Platform):
             "MA_NUM_HOSTS": str(plan.total_nodes),
             "MA_TASK_NAME": tasks[ctx.component],
             "MA_VJ_NAME": f"{plan.name}-{layout.job_id}",
-            "MA_JOB_DIR": os.path.dirname(workdir(plan)),
+            "MA_JOB_DIR": os.path.dirname(plan.code_dir or workdir(plan)),
             "MA_MOUNT_PATH": ctx.job_dir,
             "MA_LOG_DIR": JobPaths(ctx.job_dir).logs_dir,
             "MA_HOME": env.get("HOME") or os.path.expanduser("~"),

@@ -88,6 +88,22 @@ def decide_requeue(plan: JobPlan, outcome: Outcome, attempt: int, can_requeue: b
     outcome.requeue = allowed and can_requeue
 
 
+def own_reason(outcome: Outcome, failure_file: str) -> None:
+    """A failed job's reason starts with what its command wrote to ``output/failure`` (the TI platform's
+    convention for a failure reason), ti-slurm's own after it in brackets."""
+    from ti_slurm.core.files import open_regular
+
+    if outcome.state is not JobState.FAILED:
+        return
+    try:
+        with open_regular(failure_file) as fh:
+            text = " ".join(fh.read(4096).decode(errors="replace").split())
+    except OSError:
+        return
+    if text:
+        outcome.reason = f"{text[:500]} ({outcome.reason})" if outcome.reason else text[:500]
+
+
 def named_cause(outcome: Outcome, lost: list[str], hung: list[str], silence: int) -> Outcome:
     """A failed attempt's cause: a lost node, a hung command, or a command's failure."""
     if lost:

@@ -66,6 +66,7 @@ class Supervisor:
             outcome = attempts.restart_refused(self.plan, self.history.close_earlier_attempt()) or self.run_attempt()
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
+        attempts.own_reason(outcome, self.paths.failure(self.plan.outputs))
         attempts.decide_requeue(self.plan, outcome, self.attempt, self.control is not None)
         record_first = self.launcher.record_before_stop_on_cancel and (
             outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
@@ -92,7 +93,7 @@ class Supervisor:
         components = [
             {"name": comp.name, "nodes": self.names.per_component[c]} for c, comp in enumerate(self.plan.components)
         ]
-        self.event("start", mode=self.plan.mode, components=components)
+        self.event("start", mode=self.plan.mode, components=components, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         outcome = self.loop()
         if outcome.state is JobState.FAILED and not outcome.cause:
@@ -231,3 +232,11 @@ class Supervisor:
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return self.cancelled()
+
+
+def code_record(plan: JobPlan) -> dict[str, object]:
+    """The start event's record of the code snapshot the job runs, when it has one."""
+    if not plan.code_dir:
+        return {}
+    code = {"dir": plan.code_dir, "tree": plan.code_tree, "commit": plan.code_commit, "dirty": plan.code_dirty}
+    return {"code": code}

@@ -1,0 +1,222 @@
+"""What code travels: a snapshot of the job's code directory, taken when ``submit`` runs.
+
+Every node of every attempt (requeues included) runs the snapshot, whatever happens to the directory
+afterwards. Snapshots live in ``<output_dir>/.ti-slurm-code/``, shared by all the jobs of that output
+directory:
+
+    objects/<sha256>[.x]        each file's content once (``.x``: executable), read-only
+    trees/<tree hash>/<name>/   one snapshot: hard links to the objects, ``<name>`` the code folder's name
+    index.json                  path -> (size, mtime, inode, sha256): files unchanged since the last
+                                snapshot are not read again
+
+so the tenth submit of an unchanged tree only lists and stats its files. The files are those git would
+take in a checkout (tracked, and untracked but not ignored: ``.gitignore`` applies), else every file;
+``.git``, caches and the job output directory are always out, and so is what ``code_ignore`` matches
+(``fnmatch`` patterns on the path relative to the code directory, or on any of its names).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import uuid
+from dataclasses import dataclass
+
+from ti_slurm.core.files import write_atomic
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.errors import SpecError
+
+STORE = ".ti-slurm-code"
+ALWAYS_OUT = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints")
+MAX_BYTES = 1 << 30  # a code directory above 1 GiB is data: give it as an input, or leave it out
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One captured code directory."""
+
+    path: str  # the captured tree (``trees/<tree>/<name>``): where the command runs
+    tree: str  # sha256 over every file's path, mode and content
+    files: int
+    size: int  # bytes
+    commit: str = ""  # git's HEAD, when the code directory is in a checkout
+    dirty: bool = False  # the checkout had changes not committed
+
+
+def snapshot_plan(plan: JobPlan, code: str, ignore: tuple[str, ...] = ()) -> JobPlan:
+    """``plan`` running from a snapshot of ``code`` taken now: its workdir the same folder in the snapshot."""
+    code_dir = os.path.abspath(os.path.expanduser(code))
+    shot = take(code_dir, plan.output_dir, ignore)
+    workdir = os.path.normpath(os.path.join(shot.path, os.path.relpath(plan.workdir or code_dir, code_dir)))
+    return plan.replace(
+        workdir=workdir, code_dir=shot.path, code_tree=shot.tree, code_commit=shot.commit, code_dirty=shot.dirty
+    )
+
+
+def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: int = MAX_BYTES) -> Snapshot:
+    """Capture ``code_dir`` (see the module's text); a :class:`SpecError` names a tree that is too big."""
+    store = os.path.join(output_dir, STORE)
+    skip = (*ALWAYS_OUT, *ignore)
+    out = os.path.relpath(output_dir, code_dir)
+    files = [rel for rel in listed(code_dir) if not excluded(rel, skip) and not inside(rel, out)]
+    # git lists a tracked file deleted from the work tree: it is not in the snapshot
+    entries = [
+        (rel, os.lstat(os.path.join(code_dir, rel))) for rel in files if os.path.lexists(os.path.join(code_dir, rel))
+    ]
+    entries = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)]
+    size = sum(st.st_size for _, st in entries)
+    if size > limit:
+        raise SpecError("code", code_dir, too_big(entries, size, limit))
+    os.makedirs(os.path.join(store, "objects"), exist_ok=True)
+    index = Index(os.path.join(store, "index.json"))
+    keyed = [(rel, st, object_key(code_dir, rel, st, index)) for rel, st in entries]
+    index.save()
+    tree = hashlib.sha256("".join(f"{rel}\0{key}\n" for rel, _, key in sorted(keyed)).encode()).hexdigest()
+    name = os.path.basename(os.path.abspath(code_dir)) or "code"
+    path = os.path.join(store, "trees", tree, name)
+    if not os.path.isdir(path):
+        build_tree(store, tree, name, code_dir, keyed)
+    commit, dirty = git_state(code_dir)
+    return Snapshot(path, tree, len(keyed), size, commit, dirty)
+
+
+def listed(code_dir: str) -> list[str]:
+    """The directory's files, relative: git's view in a checkout (``.gitignore`` applied), else all."""
+    try:
+        res = subprocess.run(
+            ["git", "-C", code_dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        res = None
+    if res is not None and res.returncode == 0:
+        return sorted({rel for rel in res.stdout.decode(errors="surrogateescape").split("\0") if rel})
+    found = []
+    for root, dirs, names in os.walk(code_dir):
+        dirs[:] = [d for d in dirs if d not in (".git",)]
+        found += [os.path.relpath(os.path.join(root, name), code_dir) for name in names]
+    return sorted(found)
+
+
+def excluded(rel: str, patterns: tuple[str, ...]) -> bool:
+    parts = rel.split(os.sep)
+    return any(fnmatch.fnmatch(rel, p) or any(fnmatch.fnmatch(part, p) for part in parts) for p in patterns)
+
+
+def inside(rel: str, folder: str) -> bool:
+    return not folder.startswith("..") and (folder == "." or rel == folder or rel.startswith(folder + os.sep))
+
+
+def too_big(entries: list[tuple[str, os.stat_result]], size: int, limit: int) -> str:
+    """The message for a code directory over ``limit``: its biggest top-level entries named."""
+    tops: dict[str, int] = {}
+    for rel, st in entries:
+        top = rel.split(os.sep)[0] + ("/" if os.sep in rel else "")
+        tops[top] = tops.get(top, 0) + st.st_size
+    biggest = sorted(tops.items(), key=lambda item: -item[1])[:3]
+    named = ", ".join(f"{top} ({mib(n)})" for top, n in biggest)
+    return f"{mib(size)} of files, over the {mib(limit)} limit; biggest: {named} (leave them out with code_ignore)"
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+class Index:
+    """What the last snapshots learnt of each file: unchanged files (size, mtime, inode) keep their hash."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.changed = path, False
+        try:
+            with open(path) as fh:
+                self.known: dict[str, list[object]] = json.load(fh)
+        except (OSError, ValueError):
+            self.known = {}
+
+    def digest(self, path: str, st: os.stat_result) -> str:
+        seen = self.known.get(path)
+        if seen is not None and seen[:3] == [st.st_size, st.st_mtime_ns, st.st_ino]:
+            return str(seen[3])
+        sha = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                sha.update(chunk)
+        self.known[path], self.changed = [st.st_size, st.st_mtime_ns, st.st_ino, sha.hexdigest()], True
+        return sha.hexdigest()
+
+    def save(self) -> None:
+        if self.changed:
+            write_atomic(self.path, json.dumps(self.known, separators=(",", ":")))
+
+
+def object_key(code_dir: str, rel: str, st: os.stat_result, index: Index) -> str:
+    """The object a file is stored as (its content's sha256, ``.x`` if executable; ``link:`` for a symlink)."""
+    path = os.path.join(code_dir, rel)
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(path)
+    key = index.digest(os.path.abspath(path), st)
+    if st.st_mode & stat.S_IXUSR:
+        key += ".x"
+    store_object(
+        os.path.join(os.path.dirname(index.path), "objects", key), path, 0o555 if key.endswith(".x") else 0o444
+    )
+    return key
+
+
+def store_object(target: str, source: str, mode: int) -> None:
+    """Copy ``source`` in as ``target`` (read-only), unless the store has it already."""
+    if os.path.exists(target):
+        return
+    import shutil
+
+    tmp = f"{target}.tmp.{uuid.uuid4().hex}"
+    shutil.copyfile(source, tmp)
+    os.chmod(tmp, mode)
+    os.replace(tmp, target)
+
+
+def build_tree(store: str, tree: str, name: str, code_dir: str, keyed: list[tuple[str, os.stat_result, str]]) -> None:
+    """``trees/<tree>/<name>``: hard links to the objects, made aside and renamed in (another submit may race)."""
+    import shutil
+
+    trees = os.path.join(store, "trees")
+    tmp = os.path.join(trees, f".tmp-{uuid.uuid4().hex}")
+    try:
+        for rel, _, key in keyed:
+            target = os.path.join(tmp, name, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if key.startswith("link:"):
+                os.symlink(key[len("link:") :], target)
+            else:
+                os.link(os.path.join(store, "objects", key), target)
+        os.makedirs(os.path.join(tmp, name), exist_ok=True)  # an empty code directory is a tree too
+        try:
+            os.rename(tmp, os.path.join(trees, tree))
+        except OSError:  # another submit made the same tree meanwhile
+            if not os.path.isdir(os.path.join(trees, tree, name)):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def git_state(code_dir: str) -> tuple[str, bool]:
+    """git's HEAD commit and whether the checkout has uncommitted changes ("" and False outside git)."""
+    try:
+        head = subprocess.run(["git", "-C", code_dir, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if head.returncode != 0:
+            return "", False
+        changes = subprocess.run(
+            ["git", "-C", code_dir, "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "", False
+    return head.stdout.strip(), bool(changes.stdout.strip())
