@@ -120,11 +120,13 @@ def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp
 
 @pytest.mark.whole_cluster  # times its job
 def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
-    """Ray's head, workers and driver all run the image's ray (this machine's is not on the image's PATH)."""
+    """Ray's head, workers and driver all run the image's ray (this machine's is not on the image's PATH); the
+    seed's own command, `cd /opt/ml/code; python job.py`, with the code snapshot where TI's images have it."""
+    (tmp_path / "code").mkdir()
     for name in ("job.py", "rank.py"):
-        shutil.copy(ROOT / "examples" / "ray" / name, tmp_path / name)
+        shutil.copy(ROOT / "examples" / "ray" / name, tmp_path / "code" / name)
     body = (
-        "mode: ray\ncommand: python job.py && python rank.py && "
+        f"mode: ray\ncode: {tmp_path / 'code'}\ncommand: cd /opt/ml/code; python job.py && python rank.py && "
         "python -c 'import ray; print(\"ray from\", ray.__file__)'\nrendezvous_timeout: 120\n"
         f"container: {container('pyxis')}\nhead: {{cpus_per_node: 1}}\nworker_groups:\n"
         "  - {nodes: 1, cpus_per_node: 1}\n  - {nodes: 1, cpus_per_node: 2, gpus_per_node: 1}"
@@ -252,3 +254,50 @@ def test_doctor_says_which_runtimes_a_node_can_use(tmp_path: Path) -> None:
         r"container: pyxis +warn .*enroot not found: specs with container runtime pyxis cannot run", res.stdout
     )
     assert re.search(rf"container: oci +warn .*no RunTimeRun in {tmp_path}/oci\.conf", res.stdout)
+
+
+def layout_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A code directory and a data channel, as a user has them on the shared filesystem."""
+    code, data = tmp_path / "code", tmp_path / "data" / "train"
+    code.mkdir()
+    data.mkdir(parents=True)
+    (data / "part-0").write_text("ten thousand images\n")
+    (code / "show.py").write_text(
+        "import argparse, os, socket\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--data-dir'); a = p.parse_args()\n"
+        "rank = os.environ.get('OMPI_COMM_WORLD_RANK', os.environ.get('INDEX'))\n"
+        "seen = open(os.path.join(a.data_dir, 'part-0')).read().strip()\n"
+        "image = open('/.image-method').read().strip()\n"
+        "print(f'rank {rank} on {socket.gethostname()} in {image} from {os.getcwd()}: {seen}', flush=True)\n"
+        "open(f'/opt/ml/model/m-{rank}', 'w').write('model')\n"
+    )
+    return code, data
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "oci"])
+def test_the_seeds_opt_ml_paths_hold_inside_the_image(tmp_path: Path, runtime: str) -> None:
+    """TI's layout in the image: the code snapshot at /opt/ml/code, a channel at /opt/ml/input/data/<name>."""
+    code, data = layout_dirs(tmp_path)
+    body = (
+        f"mode: ddp\nnodes: 2\ncode: {code}\ninputs: {{train: {data}}}\noutputs: {tmp_path / 'runs'}\n"
+        f"container: {container(runtime, 'base')}\n"
+        "command: cd /opt/ml/code; python3 show.py --data-dir /opt/ml/input/data/train"
+    )
+    job = Job(tmp_path, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    lines = sorted(re.findall(r"rank (\d) on node\d\d in \S+ from (\S+): (.*)", job.logs()))
+    assert lines == [("0", "/opt/ml/code", "ten thousand images"), ("1", "/opt/ml/code", "ten thousand images")]
+    assert sorted(p.name for p in (tmp_path / "runs" / job.id / "model").iterdir()) == ["m-0", "m-1"]
+
+
+def test_the_seed_mpirun_line_reads_its_data_dir_inside_the_image(tmp_path: Path) -> None:
+    code, data = layout_dirs(tmp_path)
+    command = f"cd /opt/ml/code; {SEED_MPIRUN} python3 show.py --data-dir /opt/ml/input/data/train"
+    body = (
+        f"mode: horovod\nnodes: 2\ngpus_per_node: 2\ncode: {code}\ninputs: {{train: {data}}}\n"
+        f"container: {container('pyxis')}\ncommand: '{command}'"
+    )
+    job = Job(tmp_path, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    ranks = re.findall(r"rank (\d) on (node\d\d) in \S+ from /opt/ml/code: ten thousand images", job.logs())
+    assert sorted(r for r, _ in ranks) == ["0", "1", "2", "3"] and len({n for _, n in ranks}) == 2

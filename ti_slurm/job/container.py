@@ -83,12 +83,25 @@ def own_dirs(plan: JobPlan, container: Container, job_dir: str, env: Mapping[str
     Ray's node directory (its daemons and the driver, each a launch and so a container of its own, share its
     sockets), and the job's workdir unless ``container.workdir`` names another."""
     own = [os.path.abspath(job_dir)]
-    for shared in (env.get("TI_SLURM_CHECKPOINT_DIR", ""), env.get("TI_SLURM_RAY_TEMP_DIR", "")):
+    shares = ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_RAY_TEMP_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR")
+    for shared in (env.get(name, "") for name in shares):
         if shared and not any(_inside(shared, d) for d in own):
             own.append(shared)
     if not container.workdir and plan.workdir and not any(_inside(plan.workdir, d) for d in own):
         own.append(plan.workdir)
     return own
+
+
+def data_mounts(plan: JobPlan, env: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """The code snapshot and the input channels at their own paths, read-only (so ``TI_SLURM_CODE_DIR`` and
+    ``TI_SLURM_INPUT_*`` hold in the image too), then the platform's own places for them (TI: ``/opt/ml``)."""
+    from ti_slurm.job.platforms import get_platform
+
+    mounts = [(os.path.dirname(plan.code_dir),) * 2 + ("ro",)] if plan.code_dir else []
+    for name in plan.inputs:
+        path = env[f"TI_SLURM_INPUT_{name.upper()}"]
+        mounts.append((path, path, "ro"))
+    return mounts + get_platform(plan.platform).image_mounts(plan, env)
 
 
 def split_mount(text: str) -> tuple[str, str, str]:
@@ -128,7 +141,7 @@ class ImageRun:
         self.label = node_label(plan.components[component].name, index)
         self.workdir = container.workdir or plan.workdir or "/"
         self.own = own_dirs(plan, container, job_dir, env)
-        self.mounts = [(d, d, "rw") for d in self.own] + spec_mounts(plan, container)
+        self.mounts = [(d, d, "rw") for d in self.own] + data_mounts(plan, env) + spec_mounts(plan, container)
         image = container.image
         if "://" not in image and not image.startswith("/"):
             image = os.path.join(plan.workdir or os.getcwd(), image)

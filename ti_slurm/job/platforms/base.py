@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import ClassVar
 
+    from ti_slurm.core.plan import JobPlan
     from ti_slurm.job.modes.base import NodeContext
 
 
@@ -33,3 +34,8 @@ class Platform:
         """Variables the platform adds on this node, given the contract's (the mode's win: they are kept) and
         the environment the node's step started with."""
         return {}
+
+    def image_mounts(self, plan: JobPlan, env: Mapping[str, str]) -> list[tuple[str, str, str]]:
+        """(source, destination, ro|rw) a training image also gets: the platform's fixed paths of the job's data
+        (``env`` is the node's contract); the job's own directories are mounted at their own paths anyway."""
+        return []
