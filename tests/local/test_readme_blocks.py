@@ -38,6 +38,10 @@ def test_every_yaml_spec_renders_through_the_cli_as_printed(tmp_path: Path, body
     if "head" in written or "worker_groups" in written:
         fill = [text for text in fill if not text.startswith("nodes")]
     spec = tmp_path / "job.yaml"
+    shared = tmp_path.with_name(f"{tmp_path.name}-fs")  # the shared filesystem the examples name, made here
+    for path in re.findall(r"/lustre/[^\s,}]+", body):
+        Path(shared, path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    body = body.replace(" /lustre/", f" {shared}/lustre/")
     spec.write_text(body + "".join(f"{text}\n" for text in fill))
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # blocks name the examples from the top directory
     res = run_cli("render", str(spec), cwd=tmp_path)
