@@ -78,7 +78,10 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
     tree = hashlib.sha256("".join(f"{rel}\0{key}\n" for rel, _, key in sorted(keyed)).encode()).hexdigest()
     name = os.path.basename(os.path.abspath(code_dir)) or "code"
     path = os.path.join(store, "trees", tree, name)
-    if not os.path.isdir(path):
+    if not os.path.isdir(path):  # a new tree: its new contents go into the store, then the tree is linked
+        for rel, _, key in keyed:
+            if not key.startswith("link:"):
+                store_object(os.path.join(store, "objects", key), os.path.join(code_dir, rel), key.endswith(".x"))
         build_tree(store, tree, name, code_dir, keyed)
     commit, dirty = git_state(code_dir)
     return Snapshot(path, tree, len(keyed), size, commit, dirty)
@@ -161,15 +164,10 @@ def object_key(code_dir: str, rel: str, st: os.stat_result, index: Index) -> str
     if stat.S_ISLNK(st.st_mode):
         return "link:" + os.readlink(path)
     key = index.digest(os.path.abspath(path), st)
-    if st.st_mode & stat.S_IXUSR:
-        key += ".x"
-    store_object(
-        os.path.join(os.path.dirname(index.path), "objects", key), path, 0o555 if key.endswith(".x") else 0o444
-    )
-    return key
+    return key + ".x" if st.st_mode & stat.S_IXUSR else key
 
 
-def store_object(target: str, source: str, mode: int) -> None:
+def store_object(target: str, source: str, executable: bool) -> None:
     """Copy ``source`` in as ``target`` (read-only), unless the store has it already."""
     if os.path.exists(target):
         return
@@ -177,7 +175,7 @@ def store_object(target: str, source: str, mode: int) -> None:
 
     tmp = f"{target}.tmp.{uuid.uuid4().hex}"
     shutil.copyfile(source, tmp)
-    os.chmod(tmp, mode)
+    os.chmod(tmp, 0o555 if executable else 0o444)
     os.replace(tmp, target)
 
 
