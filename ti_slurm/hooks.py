@@ -231,6 +231,8 @@ def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
         log(site, f"epilog: job {job_id}: killed {len(leftovers)} leftover process(es)")
     base = safe_base(site)
     remove_path(os.path.join(base, job_id))
+    # input channels the job's steps staged on this node (a killed step leaves its copy): /<stage_dir>/ti-slurm-<uid>
+    remove_path(os.path.join(site.stage_dir, f"ti-slurm-{user.pw_uid}", job_id))
     log(site, f"epilog: job {job_id}: cleaned")
     return 0
 

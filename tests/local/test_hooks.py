@@ -34,6 +34,18 @@ def test_prolog_makes_a_private_dir_owned_by_the_job_user_and_epilog_removes_it(
     assert not (tmp_path / "jobs" / "4242").exists()
 
 
+def test_epilog_removes_what_a_killed_step_staged_on_the_node(tmp_path: Path) -> None:
+    stage = tmp_path / "local-disk"
+    uid = pwd.getpwnam("nobody").pw_uid
+    staged = stage / f"ti-slurm-{uid}" / "4444" / "ddp-0" / "eval"
+    staged.mkdir(parents=True)
+    (staged / "part-0").write_text("a copy its step did not live to remove")
+    other = stage / f"ti-slurm-{uid}" / "4445"  # another job's
+    other.mkdir()
+    assert run_hook("epilog", tmp_path, {"SLURM_JOB_ID": "4444"}, f'stage_dir = "{stage}"\n').returncode == 0
+    assert not (stage / f"ti-slurm-{uid}" / "4444").exists() and other.is_dir()
+
+
 def test_the_prologs_of_one_job_on_a_shared_base_all_succeed_and_keep_one_directory(tmp_path: Path) -> None:
     """Each node's Prolog of a job meets the directory another node's made on a shared job_dir_base (the
     test cluster's nodes share one filesystem): a race that made a Prolog fail before its RDMA check."""
