@@ -35,3 +35,43 @@ def test_a_held_job_runs_the_code_as_submitted_on_every_node_and_attempt(tmp_pat
         *sorted((job.job_dir / "logs").glob("*.log")),
     ]
     assert len(logs) == 4 and all(log.read_text().splitlines()[0] == "as submitted" for log in logs)
+
+
+def staging_site(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "site.toml"
+    cluster_site = (Path(__file__).resolve().parents[2] / "ci" / "slurm-cluster" / "site.toml").read_text()
+    site.write_text(cluster_site + f'stage_dir = "{tmp_path / "local-disk"}"\n')
+    (tmp_path / "local-disk").mkdir()
+    return {"TI_SLURM_CONFIG": str(site)}
+
+
+def test_a_staged_channel_is_on_every_node_before_its_command_and_gone_after(tmp_path: Path) -> None:
+    data = tmp_path / "datasets" / "big"
+    data.mkdir(parents=True)
+    with open(data / "blob", "wb") as fh:  # 200 MiB, as a shard of a dataset
+        for _ in range(200):
+            fh.write(b"\1" * (1 << 20))
+    cmd = 'echo "$(hostname) $(stat -c %s $TI_SLURM_INPUT_BIG/blob) $TI_SLURM_INPUT_BIG"'
+    body = f"mode: ddp\nnodes: 2\ninputs: {{big: {{path: {data}, stage: local}}}}\ncommand: '{cmd}'"
+    job = Job(tmp_path, body, env=staging_site(tmp_path))
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    seen = sorted(line.split() for line in job.logs().splitlines() if line.startswith("node"))
+    assert [size for _, size, _ in seen] == [str(200 << 20)] * 2 and len({n for n, _, _ in seen}) == 2
+    assert all(path.startswith(str(tmp_path / "local-disk")) for _, _, path in seen)
+    assert list((tmp_path / "local-disk").rglob("blob")) == []  # each node removed its copy
+
+
+def test_a_cancelled_job_leaves_no_staged_copy(tmp_path: Path) -> None:
+    data = tmp_path / "datasets" / "small"
+    data.mkdir(parents=True)
+    (data / "part-0").write_text("x" * 4096)
+    body = f"mode: ddp\nnodes: 2\ninputs: {{small: {{path: {data}, stage: local}}}}\ncommand: sleep 300"
+    job = Job(tmp_path, body, wait=False, env=staging_site(tmp_path))
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "local-disk").rglob("part-0")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(list((tmp_path / "local-disk").rglob("part-0"))) == 2  # staged on both nodes
+    subprocess.run(["scancel", job.id], check=True)
+    while list((tmp_path / "local-disk").rglob("part-0")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert list((tmp_path / "local-disk").rglob("part-0")) == []

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import run_cli
 
@@ -92,3 +95,25 @@ def test_a_failure_file_is_the_jobs_reason(tmp_path: Path) -> None:
     assert f"FAILED: {reason}" in res.stderr, res.stderr
     status = json.loads(run_cli("status", res.stdout.split()[0], "--json", env=env).stdout)
     assert status["reason"] == reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs as the nodes' local disk")
+def test_a_node_whose_local_disk_is_full_fails_naming_the_node_and_the_path(tmp_path: Path) -> None:
+    data, disk = tmp_path / "datasets" / "val", tmp_path / "local-disk"
+    data.mkdir(parents=True)
+    (data / "v-0").write_bytes(b"\0" * (3 << 20))
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        (tmp_path / "site.toml").write_text(f'stage_dir = "{disk}"\n')
+        inputs = f"inputs: {{val: {{path: {data}, stage: local}}}}\n"
+        (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: out\n{inputs}command: echo ran\n")
+        env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
+        res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+        assert res.returncode == 1
+        line = f"ddp node localhost (index 0) failed staging on localhost: cannot copy input val ({data}) to"
+        assert line in res.stderr and "No space left on device" in res.stderr, res.stderr
+        assert "ran" not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*.log"))
+        assert list(disk.rglob("v-0*")) == []  # the partial copy is gone too
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
