@@ -463,6 +463,8 @@ def second_node_step(tmp_path: Path, command: str, marker: str) -> tuple[str, in
         assert time.monotonic() < deadline, "the commands did not start"
         time.sleep(0.2)
     steps = subprocess.run(["pgrep", "-f", f"main.py node .* {folder}"], capture_output=True, text=True).stdout.split()
+    # a step's child between fork and exec has the step's command line and environment: not a step
+    steps = [p for p in steps if Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[1].split()[1] not in steps]
     second = [p for p in steps if b"SLURM_NODEID=1\0" in Path(f"/proc/{p}/environ").read_bytes()]
     assert len(second) == 1, steps
     return job, int(second[0])
