@@ -1,13 +1,14 @@
 """The cluster tier may run in several pytest-xdist workers at once (``python3 -m pytest -n 3``).
 
 Most tests only submit jobs and wait: they share the cluster, and Slurm queues whatever does not fit.
-A test that changes what other jobs would meet (a fault on a node, a node killed or drained, the
-site config, a frozen filesystem) or that times how long its own job took, is marked ``whole_cluster``
-and runs alone: it takes the cluster's lock exclusively, the others take it shared.
+A test that preempts or kills nodes, puts a fault on one (a wrong /etc/hosts, a held port, a missing
+runtime) or times how long its own job took needs only nodes no other job uses: it asks for an
+``island`` (ci/slurm-cluster/up's groups of nodes with partitions of their own) and runs beside the
+others, one test per island at a time.
 
-A test that preempts or kills nodes needs only nodes no other job uses: it asks for an ``island``
-(ci/slurm-cluster/up's groups of nodes with partitions of their own) and runs beside the others,
-one test per island at a time.
+A test that changes what every job would meet (the site config the hooks read, a drained node, a
+frozen shared filesystem) is marked ``whole_cluster`` and runs alone: it takes the cluster's lock
+exclusively, the others take it shared.
 """
 
 from __future__ import annotations

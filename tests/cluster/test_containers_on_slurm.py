@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import Island
 from tests.cluster.test_modes_on_slurm import FAULTS, SEED_DDP, SEED_MPIRUN, Job
 from tests.conftest import ROOT, processes_matching, ray_processes, run_cli, slurm_conf
 
@@ -118,8 +119,7 @@ def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp
     assert logs.count("checkpoint dir") == 2
 
 
-@pytest.mark.whole_cluster  # times its job
-def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
+def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path, island: Island) -> None:
     """Ray's head, workers and driver all run the image's ray (this machine's is not on the image's PATH); the
     seed's own command, `cd /opt/ml/code; python job.py`, with the code snapshot where TI's images have it."""
     (tmp_path / "code").mkdir()
@@ -128,6 +128,7 @@ def test_the_ray_seed_example_runs_inside_the_image(tmp_path: Path) -> None:
     body = (
         f"mode: ray\ncode: {tmp_path / 'code'}\ncommand: cd /opt/ml/code; python job.py && python rank.py && "
         "python -c 'import ray; print(\"ray from\", ray.__file__)'\nrendezvous_timeout: 120\n"
+        f"partition: {island.name}\n"
         f"container: {container('pyxis')}\nhead: {{cpus_per_node: 1}}\nworker_groups:\n"
         "  - {nodes: 1, cpus_per_node: 1}\n  - {nodes: 1, cpus_per_node: 2, gpus_per_node: 1}"
     )
@@ -178,16 +179,17 @@ def test_a_bad_mount_fails_the_job_naming_the_node(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.whole_cluster  # a fault on node02
-def test_a_node_without_the_runtime_fails_the_job_naming_it(tmp_path: Path) -> None:
-    fault = FAULTS / "fault-node02"  # node02's tasks find no enroot (it is in /usr/local/bin)
+def test_a_node_without_the_runtime_fails_the_job_naming_it(tmp_path: Path, island: Island) -> None:
+    first, faulty = island.nodes[:2]
+    fault = FAULTS / f"fault-{faulty}"  # its tasks find no enroot (it is in /usr/local/bin)
     fault.write_text("export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n")
     try:
         fails_at_once(
             tmp_path,
-            f"sbatch: {{nodelist: 'node[01-02]'}}\ncontainer: {container('pyxis', 'base')}",
+            f"partition: {island.name}\nsbatch: {{nodelist: '{first},{faulty}'}}\n"
+            f"container: {container('pyxis', 'base')}",
             "runtime pyxis needs enroot, which is not on this node's PATH",
-            node="node02",
+            node=faulty,
         )
     finally:
         fault.unlink()

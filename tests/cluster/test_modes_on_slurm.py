@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import Island
 from tests.conftest import ROOT, fake_sysfs, processes_matching, run_cli, slurm_conf
 from ti_slurm.job.contract import RDMA_ENV
 
@@ -80,20 +81,19 @@ def test_ddp_master_that_prepares_data_first_still_trains(ddp_dir: Path) -> None
     assert job.logs().count("in_sync=True") == 2
 
 
-@pytest.mark.whole_cluster  # times its job
 @pytest.mark.parametrize("command", ["echo rank=$RANK", "env | grep -c ^MASTER_"], ids=["echo", "env-dump"])
-def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, command: str) -> None:
-    started = time.monotonic()
-    job = Job(tmp_path, f"mode: ddp\nnodes: 2\ncommand: '{command}'")  # the default rendezvous_timeout: 300 s
+def test_ddp_commands_that_never_open_the_master_port_complete(tmp_path: Path, island: Island, command: str) -> None:
+    started = time.monotonic()  # on an island: the job starts at once, so its time is its own
+    job = Job(tmp_path, f"mode: ddp\nnodes: 2\npartition: {island.name}\ncommand: '{command}'")  # rendezvous: 300 s
     assert job.result.returncode == 0, job.result.stderr
     assert time.monotonic() - started < 60
 
 
-@pytest.mark.whole_cluster  # times its job
-def test_a_ddp_worker_fails_fast_while_the_master_still_runs(tmp_path: Path) -> None:
+def test_a_ddp_worker_fails_fast_while_the_master_still_runs(tmp_path: Path, island: Island) -> None:
     marker = f"sleep 7{uuid.uuid4().int % 1000:03d}"
     started = time.monotonic()
-    job = Job(tmp_path, f"mode: ddp\nnodes: 3\ncommand: 'if [ $RANK = 1 ]; then exit 7; fi; {marker}'")
+    command = f"'if [ $RANK = 1 ]; then exit 7; fi; {marker}'"
+    job = Job(tmp_path, f"mode: ddp\nnodes: 3\npartition: {island.name}\ncommand: {command}")
     assert job.result.returncode == 1
     assert re.search(r"FAILED: ddp node node\d\d \(index 1\) exited 7", job.result.stderr), job.result.stderr
     assert time.monotonic() - started < 60
@@ -147,7 +147,6 @@ def site_config(tmp_path: Path) -> dict[str, str]:
     return {"TI_SLURM_CONFIG": str(path)}
 
 
-@pytest.mark.whole_cluster  # times its job
 @pytest.mark.parametrize(
     "partition,gpus,expected",
     [("rdma", 8, RDMA_ENV), ("debug", 8, {}), ("rdma", 2, {})],
@@ -186,19 +185,20 @@ def test_preflight_fails_an_rdma_job_whose_hca_port_is_down_naming_the_node(
     )
 
 
-@pytest.mark.whole_cluster  # holds a port on node03
-def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> None:
+def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path, island: Island) -> None:
+    master, other = island.nodes[:2]
     holder = subprocess.Popen(  # another program holds the port on the node the master lands on
-        ["nsenter", "--net=/run/netns/tis-node03", sys.executable, "-c",
+        ["nsenter", f"--net=/run/netns/tis-{master}", sys.executable, "-c",
          "import socket, time; s = socket.create_server(('0.0.0.0', 62111)); time.sleep(60)"]
     )  # fmt: skip
     try:
         time.sleep(1)
         fails_preflight(
             tmp_path,
-            "mode: ddp\nnodes: 2\nmaster_port: 62111\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100",
-            "ddp node node03 (index 0) failed preflight on node03: port 62111 (MASTER_PORT) is taken on this node; "
-            "another program holds it",
+            f"mode: ddp\nnodes: 2\nmaster_port: 62111\npartition: {island.name}\n"
+            f"sbatch: {{nodelist: '{master},{other}'}}\ncommand: sleep 100",
+            f"ddp node {master} (index 0) failed preflight on {master}: port 62111 (MASTER_PORT) is taken on this "
+            "node; another program holds it",
         )
     finally:
         holder.kill()
@@ -207,37 +207,46 @@ def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path) -> Non
 FAULTS = Path("/run/ti-slurm-cluster")  # the test cluster's fault injection (ci/slurm-cluster/up)
 
 
-@pytest.mark.whole_cluster  # changes node04's /etc/hosts
-def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: Path) -> None:
-    hosts = FAULTS / "hosts-node04"  # node04's own /etc/hosts (bind-mounted: edit it in place)
+def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: Path, island: Island) -> None:
+    master, other = island.nodes[:2]
+    hosts = FAULTS / f"hosts-{other}"  # that node's own /etc/hosts (bind-mounted: edit it in place)
     saved = hosts.read_text()
-    hosts.write_text(saved.replace("10.77.0.13 node03", "10.77.0.99 node03"))
+    entry = re.search(rf"^(\S+) {master}\b.*$", saved, re.M)
+    assert entry, saved
+    addr = entry.group(1)
+    hosts.write_text(saved.replace(entry.group(0), f"10.77.0.99 {master}"))
     try:
         fails_preflight(
             tmp_path,
-            "mode: ddp\nnodes: 2\nsbatch: {nodelist: 'node[03-04]'}\ncommand: sleep 100",
-            "ddp node node04 (index 1) failed preflight on node04: resolves node03 to 10.77.0.99, but the job uses "
-            "10.77.0.13 for it (check /etc/hosts or DNS on this node)",
+            f"mode: ddp\nnodes: 2\npartition: {island.name}\nsbatch: {{nodelist: '{master},{other}'}}\n"
+            "command: sleep 100",
+            f"ddp node {other} (index 1) failed preflight on {other}: resolves {master} to 10.77.0.99, but the job "
+            f"uses {addr} for it (check /etc/hosts or DNS on this node)",
         )
         # an admin's doctor on that node runs the same check against the controller's addresses
-        doctor = subprocess.run(["srun", "-w", "node04", "ti-slurm", "doctor"], capture_output=True, text=True)
+        doctor = subprocess.run(
+            ["srun", "-p", island.name, "-w", other, "ti-slurm", "doctor"], capture_output=True, text=True
+        )
         assert doctor.returncode == 1
-        assert "resolves node03 to 10.77.0.99, but the controller has 10.77.0.13 for it" in doctor.stdout
+        assert f"resolves {master} to 10.77.0.99, but the controller has {addr} for it" in doctor.stdout
     finally:
         hosts.write_text(saved)
 
 
-@pytest.mark.whole_cluster  # a fault on node02
-def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path) -> None:
-    fault = FAULTS / "fault-node02"  # every task on node02 sees one GPU of the two the job asked for
+def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path, island: Island) -> None:
+    first, faulty = island.nodes[:2]
+    fault = FAULTS / f"fault-{faulty}"  # every task there sees one GPU of the two the job asked for
     fault.write_text("export CUDA_VISIBLE_DEVICES=0\n")
     try:
-        body = "mode: mpi\nnodes: 2\ngpus_per_node: 2\nsbatch: {nodelist: 'node[01-02]'}\ncommand: sleep 100"
+        body = (
+            f"mode: mpi\nnodes: 2\ngpus_per_node: 2\npartition: {island.name}\n"
+            f"sbatch: {{nodelist: '{first},{faulty}'}}\ncommand: sleep 100"
+        )
         fails_preflight(
             tmp_path,
             body,
-            "mpi node node02 (index 1) failed preflight on node02: sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0), the job "
-            "asked for 2 per node",
+            f"mpi node {faulty} (index 1) failed preflight on {faulty}: sees 1 GPU(s) (CUDA_VISIBLE_DEVICES=0), the "
+            "job asked for 2 per node",
         )
         (tmp_path / "off").mkdir()
         off = Job(tmp_path / "off", body.replace("sleep 100", "'true'") + "\npreflight: off")
@@ -359,21 +368,24 @@ def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> 
     assert status["state"] == "FAILED" and "without a final record" in str(status["reason"])
 
 
-@pytest.mark.whole_cluster  # a fault on node02
-def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Path) -> None:
-    fault = FAULTS / "fault-node02"  # node02's gloo looks for an interface it does not have
+def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Path, island: Island) -> None:
+    first, faulty, *healthy = island.nodes
+    fault = FAULTS / f"fault-{faulty}"  # its gloo looks for an interface it does not have
     fault.write_text("export GLOO_SOCKET_IFNAME=nosuch0\n")
     try:
         body = (
-            "mode: ddp\nnodes: 2\npreflight: {allreduce: true}\nsbatch: {nodelist: 'node[01-02]'}\ncommand: sleep 100"
+            f"mode: ddp\nnodes: 2\npreflight: {{allreduce: true}}\npartition: {island.name}\n"
+            f"sbatch: {{nodelist: '{first},{faulty}'}}\ncommand: sleep 100"
         )
         fails_preflight(
             tmp_path,
             body,
-            "ddp node node02 (index 1) failed preflight on node02: an all-reduce across the job's 2 nodes failed: ",
+            f"ddp node {faulty} (index 1) failed preflight on {faulty}: an all-reduce across the job's 2 nodes "
+            "failed: ",
         )
         (tmp_path / "ok").mkdir()
-        ok = Job(tmp_path / "ok", body.replace("node[01-02]", "node[03-04]").replace("sleep 100", "'true'"))
+        on_healthy = body.replace(f"{first},{faulty}", ",".join(healthy[:2])).replace("sleep 100", "'true'")
+        ok = Job(tmp_path / "ok", on_healthy)
         assert ok.result.returncode == 0, ok.result.stderr  # the same collective on healthy nodes
     finally:
         fault.unlink()
