@@ -69,8 +69,8 @@ def components(spec: JobSpec) -> tuple[Component, ...]:
 
 def layout_fields(spec: JobSpec) -> dict[str, Any]:
     """The plan's fields for the job's data: input channels (which are staged) and where outputs go."""
-    paths = {name: c if isinstance(c, str) else c.path for name, c in spec.inputs.items()}
-    staged = tuple(name for name, c in spec.inputs.items() if not isinstance(c, str) and c.stage == "local")
+    paths = {name: c.path for name, c in spec.inputs.items()}
+    staged = tuple(name for name, c in spec.inputs.items() if c.stage == "local")
     return {"inputs": paths, "staged": staged, "outputs": spec.outputs or ""}
 
 

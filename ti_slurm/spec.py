@@ -23,6 +23,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -64,10 +65,10 @@ def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | No
     return value
 
 
-def check_channels(inputs: dict[str, str | InputSpec]) -> None:
+def check_channels(inputs: dict[str, InputSpec]) -> None:
     """Each channel a variable of its own: ``TI_SLURM_INPUT_<NAME>`` (so no two names alike but for case)."""
     seen: dict[str, str] = {}
-    for name, channel in inputs.items():
+    for name in inputs:
         where = f"inputs.{name}"
         if not _ENV_NAME.fullmatch(name):
             raise SpecError(where, name, "a channel name is letters, digits and _ (it names TI_SLURM_INPUT_<NAME>)")
@@ -75,9 +76,6 @@ def check_channels(inputs: dict[str, str | InputSpec]) -> None:
             why = f"is channel {seen[name.upper()]!r} again (both are TI_SLURM_INPUT_{name.upper()})"
             raise SpecError(where, name, why)
         seen[name.upper()] = name
-        path = channel if isinstance(channel, str) else channel.path
-        if not path or "\x00" in path or any(ord(c) < 32 for c in path):
-            raise SpecError(where, path, "expected a path on one line")
 
 
 def leaves_the_platform_its_own(platform: str, env: dict[str, str]) -> None:
@@ -265,6 +263,16 @@ class InputSpec(_Strict):
         return _reject_control("path", v)
 
 
+def _plain_channels(v: object) -> object:
+    """``train: /data`` is ``train: {path: /data}``: one model, so one check, for both forms."""
+    if isinstance(v, dict):
+        return {name: {"path": c} if isinstance(c, str) else c for name, c in v.items()}
+    return v
+
+
+Channels = Annotated[dict[str, InputSpec], BeforeValidator(_plain_channels)]
+
+
 class RemoteSpec(_Strict):
     """Where ``--host`` submission goes by default (see the README)."""
 
@@ -300,7 +308,7 @@ class JobSpec(_Strict):
     workdir: str | None = None  # with `code`: a folder of it
     code: str | None = None  # this directory's snapshot, taken at submit, is what the nodes run (none: in place)
     code_ignore: list[str] = Field(default_factory=list)  # fnmatch patterns left out of the snapshot
-    inputs: dict[str, str | InputSpec] = Field(default_factory=dict)  # data channels: name -> path
+    inputs: Channels = Field(default_factory=dict)  # data channels: name -> path or {path, stage}
     outputs: str | None = None  # each job's model/ and output/ go to <outputs>/<job id>/ (default: the job dir)
     env: dict[str, str] = Field(default_factory=dict)
     python: str | None = None

@@ -201,8 +201,8 @@ def test_a_backend_that_cannot_serve_the_submit_is_one_line(tmp_path: Path, args
 @pytest.mark.parametrize(
     "args,line",
     [
-        (["--nodes", "abc"], "up: --nodes 'abc': expected a whole number from 3 to 232 (240 nodes less the islands)\n"),
-        (["--nodes", "2"], "up: --nodes '2': expected a whole number from 3 to 232 (240 nodes less the islands)\n"),
+        (["--nodes", "abc"], "up: --nodes 'abc': expected a whole number from 3 to 228 (240 nodes less the islands)\n"),
+        (["--nodes", "2"], "up: --nodes '2': expected a whole number from 3 to 228 (240 nodes less the islands)\n"),
         (["--slurm", "9.9"], "up: --slurm '9.9': expected 22.05 or 25.11\n"),
         (
             ["--accounting", "--slurm", "25.11"],

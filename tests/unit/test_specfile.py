@@ -120,7 +120,7 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert (ddp.nodes, ddp.master_port, ddp.rdma, ddp.preflight) == (10, 62000, "on", True)  # 010: decimal in 1.2
     assert (ddp.npus_per_node, ddp.processes) == (10, "per-npu")
     assert (ddp.code, ddp.code_ignore) == ("1.10", ["on", "*.ckpt"])
-    assert (ddp.inputs["train"], ddp.outputs) == ("/data/0777", "2026-12-01")
+    assert (ddp.inputs["train"].path, ddp.outputs) == ("/data/0777", "2026-12-01")
     assert ddp.inputs["on"] == InputSpec(path="1.10", stage="local")  # a key YAML 1.1 reads as true
 
 

@@ -288,9 +288,10 @@ def data_env(ctx: NodeContext) -> dict[str, str]:
     plan, paths = ctx.plan, JobPaths(ctx.job_dir)
     results = paths.results(plan.outputs)
     out = {"TI_SLURM_MODEL_DIR": os.path.join(results, "model"), "TI_SLURM_OUTPUT_DIR": os.path.join(results, "output")}
+    node = node_label(plan.components[ctx.component].name, ctx.index)
     for name, path in plan.inputs.items():
-        staged = stage_path(plan, paths.job_id, node_label(plan.components[ctx.component].name, ctx.index), name)
-        out[f"TI_SLURM_INPUT_{name.upper()}"] = staged if name in plan.staged else path
+        staged = name in plan.staged
+        out[f"TI_SLURM_INPUT_{name.upper()}"] = stage_path(plan, paths.job_id, node, name) if staged else path
     return out
 
 
