@@ -163,21 +163,22 @@ def _submit_to(
     job_plan, synced = None, None
     if sync:  # the files must be there before the job is
         job_plan = plan_job(spec, remote=remote, submission=submission)
-        synced = backend.upload(sync, job_plan.workdir or ".")
+        synced = backend.upload(sync, job_plan.code_dir or job_plan.workdir or ".")  # code: the snapshot's source
     # Begin first: over SSH the remote half then waits for its input while the plan is made and
     # rendered here, so the remote login shell starts meanwhile. If planning fails, nothing is submitted.
     begun = backend.begin_submit(submission, spec.python or "python3")  # plan_job's choice, remotely
     try:
         job_plan = job_plan or plan_job(spec, remote=remote, submission=submission)
-        if spec.code:  # the code as it is now is what every node of every attempt runs
+        if spec.code and not remote:  # the code as it is now is what every node of every attempt runs
             from ti_slurm.packager import snapshot_plan
 
             job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
-        script = render_plan(job_plan)
+        script = render_plan(job_plan)  # a remote code snapshot: the login node renders it once taken
     except BaseException:
         backend.abort_submit(begun)
         raise
-    return backend.finish_submit(begun, job_plan, script, check_fit=check_fit), synced
+    ignore = tuple(spec.code_ignore)
+    return backend.finish_submit(begun, job_plan, script, check_fit=check_fit, code_ignore=ignore), synced
 
 
 def _remember(info: JobInfo, backend: Backend) -> None:

@@ -116,12 +116,13 @@ def plan_job(
     relative to the login's home directory), the job's Python is the remote
     ``python3``, and the cluster's own site config applies on the cluster side.
     """
+    code = ""
     if remote:
-        if spec.code:
-            why = "the snapshot is taken on this machine; to run code from here on a remote host, --sync it"
-            raise SpecError("code", spec.code, why)
         base = _remote_path(spec.remote.workdir, None) if spec.remote else None
         updates = {"output_dir": _remote_path(spec.output_dir, base), "workdir": _remote_path(spec.workdir, base)}
+        if spec.code:  # taken on the login node at submit (code_tree still empty here)
+            code = _remote_path(spec.code, base) or "."
+            updates["workdir"] = inside_code(code, spec)
         python = spec.python or python or "python3"
         site = SiteConfig()
     else:
@@ -132,7 +133,7 @@ def plan_job(
         site = site or load_site_config()
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)
-    return plan if remote else data_here(plan, spec)
+    return plan.replace(code_dir=code) if remote else data_here(plan, spec)
 
 
 def data_here(plan: JobPlan, spec: JobSpec) -> JobPlan:
@@ -157,6 +158,11 @@ def code_workdir(spec: JobSpec) -> str:
     code = os.path.abspath(os.path.expanduser(spec.code))
     if not os.path.isdir(code):
         raise SpecError("code", spec.code, "no such directory (its snapshot is what the nodes run)")
+    return inside_code(code, spec)
+
+
+def inside_code(code: str, spec: JobSpec) -> str:
+    """The spec's ``workdir`` as a folder of the code directory ``code``; one that leaves it is refused."""
     workdir = os.path.normpath(os.path.join(code, spec.workdir or "."))
     if os.path.relpath(workdir, code).startswith(".."):
         raise SpecError("workdir", spec.workdir, f"is outside code ({spec.code}): the command runs in its snapshot")

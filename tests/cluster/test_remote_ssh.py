@@ -100,6 +100,44 @@ def test_remote_ddp_submit_wait_logs_status(tmp_path: Path, sshd: Sshd) -> None:
     cli(tmp_path, "cancel", again.stdout.split()[0], "--ssh-config", str(config))
 
 
+def test_code_over_ssh_is_the_login_nodes_snapshot_of_what_sync_uploaded(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    here, remote = tmp_path / "proj", tmp_path / "remote"
+    (here / "src").mkdir(parents=True)
+    (here / "src" / "msg.txt").write_text("as submitted\n")
+    (here / "notes.tmp").write_text("left out\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "mode: ddp\nnodes: 2\ncode: .\nworkdir: src\ncode_ignore: ['*.tmp']\nsbatch: {hold: true}\n"
+        "command: 'cat msg.txt; ls $TI_SLURM_CODE_DIR; pwd'\n"
+        f"remote: {{host: login, workdir: {remote}}}\n"
+    )
+    res = cli(tmp_path, "submit", str(spec), "--ssh-config", str(config), "--sync", str(here))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.split()[0]
+    assert (remote / "src" / "msg.txt").exists()  # uploaded to the code directory on the login node
+    (remote / "src" / "msg.txt").write_text("edited on the login node while the job was held\n")
+    subprocess.run(["scontrol", "release", job], check=True)
+    deadline = time.monotonic() + 180
+    while True:
+        status = json.loads(cli(tmp_path, "status", job, "--json", "--ssh-config", str(config)).stdout)
+        if status["state"] in ("COMPLETED", "FAILED") or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert status["state"] == "COMPLETED", status
+    logs = cli(tmp_path, "logs", job, "--ssh-config", str(config)).stdout
+    assert logs.count("as submitted") == 2 and "edited" not in logs
+    assert "notes.tmp" not in logs  # ls of the snapshot: code_ignore held
+    snapshot = status["code"]["dir"]
+    assert snapshot.startswith(str(remote / "ti-slurm-jobs" / ".ti-slurm-code")), status["code"]
+    assert logs.count(f"{snapshot}/src") == 2  # every node ran in the snapshot's workdir
+    missing = spec.read_text().replace("code: .", "code: gone")
+    spec.write_text(missing)
+    err = one_line_error(cli(tmp_path, "submit", str(spec), "--ssh-config", str(config)))
+    assert err.startswith("ti-slurm: error: code: '/"), err
+    assert err.endswith(f": no such directory on {socket.gethostname()} (upload it with --sync)"), err
+
+
 def test_invalid_spec_submits_nothing_though_the_remote_side_started_early(tmp_path: Path, sshd: Sshd) -> None:
     config = ssh_config(tmp_path, sshd)
     out, name = tmp_path / "out", f"never-{uuid.uuid4().hex[:8]}"

@@ -257,6 +257,17 @@ def test_remote_paths_from_home_are_relative_to_the_logins_home(write_spec) -> N
     assert (plan.output_dir, plan.workdir) == ("p/ti-slurm-jobs", "p/code")
 
 
+def test_remote_code_is_a_path_on_the_login_node_taken_there(write_spec) -> None:
+    from ti_slurm.planning import plan_job
+
+    body = "mode: ddp\ncommand: x\nnodes: 1\ncode: proj\nworkdir: src\nremote: {host: l, workdir: /srv/me}\n"
+    plan = plan_job(load_spec(write_spec(body)), remote=True)
+    # the login node's code directory, not taken yet (no tree): the login node snapshots it at submit
+    assert (plan.code_dir, plan.code_tree, plan.workdir) == ("/srv/me/proj", "", "/srv/me/proj/src")
+    with pytest.raises(SpecError, match=r"^workdir: '\.\./x': is outside code \(proj\)"):
+        plan_job(load_spec(write_spec(body.replace("workdir: src", "workdir: ../x"))), remote=True)
+
+
 BIG = "x" * 140000
 TOO_BIG = [  # values the kernel cannot pass to a node's command (E2BIG at exec): refused at submit
     ("env: {A: '" + BIG + "'}\n", "env.A", "A is over Linux's 131072-byte limit"),

@@ -45,8 +45,11 @@ class Backend(Protocol):
         """Start a submit before its script is ready; ``python`` is the job's (its ti-slurm is checked)."""
         ...
 
-    def finish_submit(self, begun: object, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
-        """:meth:`submit` of a begun submit."""
+    def finish_submit(
+        self, begun: object, plan: JobPlan, script: str, check_fit: bool = True, code_ignore: tuple[str, ...] = ()
+    ) -> JobInfo:
+        """:meth:`submit` of a begun submit; a remote plan whose code is still to be taken (``code_dir`` set,
+        ``code_tree`` empty) is snapshotted where the job runs, leaving out ``code_ignore``."""
         ...
 
     def abort_submit(self, begun: object) -> None:
@@ -91,8 +94,10 @@ class SubmitsInOneStep:
     def begin_submit(self, submission: str, python: str) -> object:
         return None
 
-    def finish_submit(self, begun: object, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
-        return self.submit(plan, script, check_fit)
+    def finish_submit(
+        self, begun: object, plan: JobPlan, script: str, check_fit: bool = True, code_ignore: tuple[str, ...] = ()
+    ) -> JobInfo:
+        return self.submit(plan, script, check_fit)  # a plan made here: its code, if any, was taken here
 
     def abort_submit(self, begun: object) -> None:
         pass

@@ -4,6 +4,7 @@ one round trip: the remote half starts first and waits for its input while the s
 from __future__ import annotations
 
 import contextlib
+import subprocess
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo
@@ -50,17 +51,21 @@ class SSHBackend(SlurmBackend):
 
         It prints ``sinfo``'s partitions, a marker line, the last lines of ``python``
         running :data:`PYTHON_PROBE` and another marker at once (they arrive while the
-        spec is planned here). The input is the output directory on one line, then the
-        script: the shell makes the directory and hands the rest of its input to
-        ``sbatch``. Closed without input (an invalid spec, a job that can never start,
-        a Python without ti-slurm), it submits nothing.
+        spec is planned here). The input is the output directory on one line, then
+        ``script`` or ``snapshot`` on one line, then the script, or the plan and the code
+        to take (:mod:`ti_slurm.backends.login_snapshot`): the shell makes the directory
+        and hands the rest of its input to ``sbatch``, or to the job's Python, which
+        takes the snapshot, renders the script and hands it to ``sbatch``. Closed
+        without input (an invalid spec, a job that can never start, a Python without
+        ti-slurm), it submits nothing.
         """
         script = (
             # the login's own SLURM_*, SBATCH_*... would reach the job through sbatch (SLURM_CONF stays)
             f"for v in $( (env | cut -d= -f1 | grep -E '^({LEAKING})' | grep -vxE '{KEPT_HERE}') 2>/dev/null);"
             ' do unset "$v"; done; '
-            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; shift 5; '
-            'IFS= read -r dir && mkdir -p -- "$dir" && exec "$@"'
+            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; py=$3; shift 5; '
+            'IFS= read -r dir && mkdir -p -- "$dir" && IFS= read -r how && '
+            'if [ "$how" = snapshot ]; then exec "$py" -m ti_slurm.backends.login_snapshot "$@"; else exec "$@"; fi'
         )
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
             script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
@@ -86,8 +91,11 @@ class SSHBackend(SlurmBackend):
             self.session.finish(channel, self.submit_argv("", ""), None)
         self.session.close()
 
-    def finish_submit(self, channel: Any, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
-        """Check the job fits its partitions, send the output directory and the script; return the job.
+    def finish_submit(
+        self, channel: Any, plan: JobPlan, script: str, check_fit: bool = True, code_ignore: tuple[str, ...] = ()
+    ) -> JobInfo:
+        """Check the job fits its partitions, send the output directory and the script (or, for code still to
+        be taken, the plan: the login node snapshots it and renders the script); return the job.
 
         If the connection drops after sbatch may have accepted the job, look the
         job up by its submission tag before trying again, so it is never submitted twice.
@@ -107,9 +115,11 @@ class SSHBackend(SlurmBackend):
             except SubmissionError:
                 self.abort_submit(channel)
                 raise
-        argv, stdin = self.submit_argv(plan.submission, plan.python), f"{plan.output_dir}\n{script}"
+        argv = self.submit_argv(plan.submission, plan.python)
+        stdin = f"{plan.output_dir}\n{submit_input(plan, script, code_ignore)}"
         try:
-            job_id = parse_job_id(checked_stdout(self.session.finish(channel, argv, stdin), "sbatch", SubmissionError))
+            answer = refused_code(self.session.finish(channel, argv, stdin))
+            job_id = parse_job_id(checked_stdout(answer, "sbatch", SubmissionError))
         except BackendError as exc:
             if "dropped" not in str(exc) or not plan.submission:
                 raise
@@ -137,3 +147,22 @@ class SSHBackend(SlurmBackend):
         else:
             why = f"the job's Python on {host} cannot import ti-slurm ({lines[-1] if lines else 'no answer'}); {fix}"
         raise SpecError("python", python, why + " (nothing was submitted)")
+
+
+def submit_input(plan: JobPlan, script: str, code_ignore: tuple[str, ...]) -> str:
+    """What the remote half reads after the output directory: the script, or the plan whose code it takes."""
+    if plan.code_dir and not plan.code_tree:
+        from ti_slurm.backends.login_snapshot import request
+
+        return f"snapshot\n{request(plan, code_ignore)}"
+    return f"script\n{script}"
+
+
+def refused_code(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """The login node's answer, unless it refused the code to take: then that refusal, as the spec's error."""
+    from ti_slurm.backends.login_snapshot import refusal
+
+    found = refusal(res.stderr)
+    if found is not None:
+        raise found
+    return res

@@ -87,7 +87,7 @@ class JobPlan(Record):
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
     # the code snapshot the nodes run (ti_slurm/packager.py), when the spec asked for one
-    code_dir: str = ""  # the snapshot: TI_SLURM_CODE_DIR
+    code_dir: str = ""  # the snapshot: TI_SLURM_CODE_DIR (a remote plan's, until the login takes it: the source)
     code_tree: str = ""  # its hash
     code_commit: str = ""  # git's HEAD where the code was a checkout ...
     code_dirty: bool = False  # ... with changes not committed
