@@ -68,6 +68,8 @@ class JobStatus:
     batch_tail: list[str] = field(default_factory=list)
     # the code snapshot the job runs (``dir``, ``tree``, git's ``commit`` and ``dirty``), when it has one
     code: dict[str, Any] = field(default_factory=dict)
+    # while nodes copy staged inputs: node -> [bytes done, bytes in all] (empty once none is copying)
+    staging: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -99,18 +101,16 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             ]
             status.state, status.reason, status.failed = JobState.RUNNING, "", {}
             status.code = _mapping(ev.get("code"))  # the snapshot the job runs, when it has one
+            status.staging = {}
             attempt = _attempt(status, ev)
             attempt.started = _number(ev.get("time"))
             attempt.nodes = [n for c in status.components for n in c.nodes]
+        elif kind == "staging":
+            status.staging = _staging(ev.get("nodes"))
         elif kind == "step-exit":
-            for comp in status.components:
-                if comp.name == ev.get("component"):
-                    code = ev.get("exit_code")
-                    comp.exit_code = code if isinstance(code, int) else None
-                    stopped = {"stopped": True} if ev.get("stopped") else {}  # ti-slurm stopped them: no failure
-                    comp.node_exits.extend(r | stopped for r in ev.get("records") or [] if isinstance(r, dict))
-                    comp.state = "STOPPED" if ev.get("stopped") else ("COMPLETED" if code == 0 else "FAILED")
+            _step_exit(status, ev)
         elif kind == "end":
+            status.staging = {}  # whatever the last report said: no node copies any more
             state = JobState.from_slurm(str(ev.get("state", "")))
             attempt = _attempt(status, ev)
             attempt.ended, attempt.state = _number(ev.get("time")), state.value
@@ -141,6 +141,26 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
         else:
             status.reason = "not in the queue and no record in the job directory"
     return status
+
+
+def _staging(nodes: object) -> dict[str, list[int]]:
+    """A ``staging`` event's report: node -> [bytes done, bytes in all]."""
+    return {
+        str(k): [int(x) for x in v]
+        for k, v in (nodes.items() if isinstance(nodes, dict) else ())
+        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v)
+    }
+
+
+def _step_exit(status: JobStatus, ev: dict[str, Any]) -> None:
+    """A component's nodes ended: its exit code, its nodes' records, its state."""
+    for comp in status.components:
+        if comp.name == ev.get("component"):
+            code = ev.get("exit_code")
+            comp.exit_code = code if isinstance(code, int) else None
+            stopped = {"stopped": True} if ev.get("stopped") else {}  # ti-slurm stopped them: no failure
+            comp.node_exits.extend(r | stopped for r in ev.get("records") or [] if isinstance(r, dict))
+            comp.state = "STOPPED" if ev.get("stopped") else ("COMPLETED" if code == 0 else "FAILED")
 
 
 def _number(value: object) -> float | None:
@@ -178,6 +198,9 @@ def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:
     return bool(mine) and mine[-1].get("event") == "end" and mine[-1].get("requeue") is not True
 
 
+MIB = 1 << 20
+
+
 def progress_line(status: JobStatus) -> str:
     """One line on where a job is: its state, why, and each component's state while it runs."""
     line = status.state.value
@@ -188,6 +211,9 @@ def progress_line(status: JobStatus) -> str:
             line += f": {forever}; it cannot start as the partition stands"
     if status.state is JobState.RUNNING and status.components:
         line += " on " + "; ".join(f"{c.name}: {c.state.lower()}" for c in status.components)
+    if status.state is JobState.RUNNING and status.staging:
+        done, total = (sum(v[i] for v in status.staging.values()) for i in (0, 1))
+        line += f"; staging inputs on {len(status.staging)} node(s): {done / MIB:.0f} of {total / MIB:.0f} MiB"
     return line
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -117,3 +119,38 @@ def test_a_node_whose_local_disk_is_full_fails_naming_the_node_and_the_path(tmp_
         assert list(disk.rglob("v-0*")) == []  # the partial copy is gone too
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_wait_shows_how_far_each_nodes_staging_copy_is(tmp_path: Path) -> None:
+    """A slow source (a FIFO that gives its data only after 8 s, as a stalled shared filesystem would): while
+    the nodes copy, ``--wait`` says how many nodes are staging and how far they are; once done, nothing."""
+    data = tmp_path / "datasets" / "slow"
+    data.mkdir(parents=True)
+    (data / "shard-0").write_bytes(b"\1" * (3 << 20))
+    os.mkfifo(data / "shard-1")
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "site.toml").write_text(f'stage_dir = "{tmp_path / "disk"}"\n')
+    inputs = f"inputs: {{slow: {{path: {data}, stage: local}}}}\n"
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\noutput_dir: out\n{inputs}command: ls $TI_SLURM_INPUT_SLOW\n"
+    )
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
+
+    def feed() -> None:  # both nodes' copies wait in open() until a writer comes
+        time.sleep(8)
+        with open(data / "shard-1", "wb") as fifo:
+            fifo.write(b"\2" * 4096)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    writer.join()
+    assert res.returncode == 0, res.stderr
+    seen = re.findall(r"staging inputs on (\d) node\(s\): (\d+) of (\d+) MiB", res.stderr)
+    assert seen and all(total == "6" and int(done) <= 6 for _, done, total in seen), res.stderr  # 3 MiB each
+    assert any(nodes == "2" for nodes, _, _ in seen), res.stderr
+    job_id = res.stdout.split()[0]
+    status = json.loads(run_cli("status", job_id, "--json", env=env).stdout)
+    assert status["state"] == "COMPLETED" and status["staging"] == {}
+    logs = (tmp_path / "out" / job_id / "logs" / "ddp-0.log").read_text()
+    assert logs.split() == ["shard-0", "shard-1"]

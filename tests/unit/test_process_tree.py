@@ -13,9 +13,20 @@ import pytest
 from ti_slurm.job.process import descendants, process_tree
 
 
-def wait_for(count: int, pid: int) -> None:
+def wait_for(count: int, pid: int, *commands: bytes) -> None:
+    """Until ``pid``'s tree has ``count`` processes and each of ``commands`` runs in it (a child between
+    fork and exec still shows its parent's command line)."""
     deadline = time.monotonic() + 10
-    while len(process_tree(pid)) < count and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        tree = process_tree(pid)
+        running = set()
+        for p in tree:
+            try:
+                running.add(argv(p))
+            except OSError:
+                continue
+        if len(tree) >= count and running.issuperset(commands):
+            return
         time.sleep(0.05)
 
 
@@ -29,7 +40,7 @@ def test_the_walk_finds_children_in_sessions_of_their_own_and_the_scan_also_orph
     script = "sleep 300 & setsid sleep 301 & (sleep 302 &); wait"  # setsid execs sleep in a new session
     proc = subprocess.Popen(["bash", "-c", script], start_new_session=True)
     try:
-        wait_for(4, proc.pid)
+        wait_for(4, proc.pid, b"sleep 300", b"sleep 301", b"sleep 302")
         names = {pid: argv(pid) for pid in process_tree(proc.pid)}
         orphan = next(pid for pid, argv in names.items() if argv == b"sleep 302")
         assert sorted(names) == sorted([*descendants(proc.pid), orphan])

@@ -127,6 +127,11 @@ class JobPaths(Record):
         return os.path.join(self.results(outputs), "output", "failure")
 
     @property
+    def staging(self) -> str:
+        """The folder of the nodes' staging progress: a file per node copying its inputs (``DONE TOTAL`` bytes)."""
+        return self._in("staging")
+
+    @property
     def rank_table(self) -> str:
         """RANK_TABLE_FILE: HCCL's rank table of every NPU of the job, the same file for every node."""
         return self._in("rank_table.json")

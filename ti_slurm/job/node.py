@@ -18,7 +18,7 @@ import os
 import time
 
 from ti_slurm.core.files import write_atomic
-from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
 from ti_slurm.core.shell import shell_quote
@@ -226,7 +226,9 @@ def checked_run(run: NodeRun) -> int:
     from ti_slurm.job.staging import stage, unstage
 
     try:
-        problem = stage(plan, contract.node, env)  # before the mode starts: DDP's rendezvous timeout too
+        label = node_label(plan.components[component].name, contract.index)
+        progress = os.path.join(JobPaths(run.job_dir).staging, label)  # how far the copy is, for --wait
+        problem = stage(plan, contract.node, env, progress)  # before the mode starts: DDP's rendezvous timeout too
         return refuse(run, problem) if problem else get_mode(plan.mode).run_node(run)
     finally:
         unstage(plan, env)

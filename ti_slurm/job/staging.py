@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -17,24 +18,92 @@ if TYPE_CHECKING:
     from ti_slurm.core.plan import JobPlan
 
 
-def stage(plan: JobPlan, node: str, env: Mapping[str, str]) -> str | None:
+CHUNK = 4 << 20  # bytes copied between two looks at the clock
+REPORT_EVERY = 1.0  # seconds between two notes of how far the copy is
+
+
+class Progress:
+    """How far this node's copies are, noted in its progress file (``DONE TOTAL``, bytes) at most once a
+    second; the supervisor gathers the nodes' notes into the job's record (``--wait`` shows them)."""
+
+    def __init__(self, path: str, total: int) -> None:
+        self.path, self.total, self.done, self.noted = path, total, 0, 0.0
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if time.monotonic() - self.noted >= REPORT_EVERY:
+            self.note()
+
+    def note(self) -> None:
+        from ti_slurm.core.files import write_atomic
+
+        self.noted = time.monotonic()
+        try:  # noqa: SIM105 (contextlib is not imported on the job path)
+            write_atomic(self.path, f"{self.done} {self.total}\n", 0o600)
+        except OSError:
+            pass  # progress is for people: never a reason to fail the copy
+
+    def close(self) -> None:
+        try:  # noqa: SIM105 (contextlib is not imported on the job path)
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) -> str | None:
     """Copy every staged channel to where this node's contract says it is; a problem as one line."""
-    for name in plan.staged:
-        source, target = plan.inputs[name], env[f"TI_SLURM_INPUT_{name.upper()}"]
-        partial = f"{target}.part"
-        try:
-            shutil.rmtree(partial, ignore_errors=True)
-            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
-            if os.path.isdir(source):
-                shutil.copytree(source, partial, symlinks=True)
-            else:
-                shutil.copy2(source, partial)
-            os.replace(partial, target)
-        except OSError as exc:
-            shutil.rmtree(partial, ignore_errors=True)
-            why = exc.strerror or str(exc)
-            return f"staging on {node}: cannot copy input {name} ({source}) to {os.path.dirname(target)}: {why}"
+    total = sum(size_of(plan.inputs[name]) for name in plan.staged)
+    os.makedirs(os.path.dirname(progress_file), mode=0o700, exist_ok=True)
+    progress = Progress(progress_file, total)
+    progress.note()
+    try:
+        for name in plan.staged:
+            source, target = plan.inputs[name], env[f"TI_SLURM_INPUT_{name.upper()}"]
+            partial = f"{target}.part"
+            try:
+                shutil.rmtree(partial, ignore_errors=True)
+                os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+
+                def copy(src: str, dst: str) -> str:
+                    return copy_counting(src, dst, progress)
+
+                if os.path.isdir(source):
+                    shutil.copytree(source, partial, symlinks=True, copy_function=copy)
+                else:
+                    copy(source, partial)
+                os.replace(partial, target)
+            except OSError as exc:
+                shutil.rmtree(partial, ignore_errors=True)
+                why = exc.strerror or str(exc)
+                return f"staging on {node}: cannot copy input {name} ({source}) to {os.path.dirname(target)}: {why}"
+    finally:
+        progress.close()
     return None
+
+
+def size_of(path: str) -> int:
+    """The bytes a copy of ``path`` (a file, or a tree: its files, links not followed) writes."""
+    if not os.path.isdir(path):
+        return os.path.getsize(path) if os.path.exists(path) else 0
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            total += st.st_size if not os.path.islink(os.path.join(root, name)) else 0
+    return total
+
+
+def copy_counting(source: str, target: str, progress: Progress) -> str:
+    """``shutil.copy2`` in chunks, each one counted in ``progress``."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(CHUNK):
+            dst.write(chunk)
+            progress.add(len(chunk))
+    shutil.copystat(source, target)
+    return target
 
 
 def unstage(plan: JobPlan, env: Mapping[str, str]) -> None:

@@ -24,7 +24,7 @@ from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
-from ti_slurm.job.supervisor.records import NodeRecords
+from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes
 from ti_slurm.job.supervisor.steps import Steps
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -43,6 +43,7 @@ class Supervisor:
         self.log = EventLog(self.paths.status, plan.submission)
         self.names = NodeNames([launcher.node_names(c) for c in range(len(plan.components))])
         self.records = NodeRecords(self.paths)
+        self.staging = StagingNotes(self.paths.staging, self.event)  # the nodes' staging copies, for --wait
         self.liveness = Liveness(self.paths, self.names, None)
         self.steps = Steps(plan, self.rule, launcher, self.records, self.names, self.event)
         self._cancel_signal: int | None = None
@@ -90,9 +91,7 @@ class Supervisor:
         self.share_addresses()
         self.liveness.listen(self.say)
         self.steps.start()
-        components = [
-            {"name": comp.name, "nodes": self.names.per_component[c]} for c, comp in enumerate(self.plan.components)
-        ]
+        components = start_components(self.plan, self.names)
         self.event("start", mode=self.plan.mode, components=components, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         outcome = self.loop()
@@ -128,6 +127,7 @@ class Supervisor:
                 outcome = outcome and self.cancelled_meanwhile(outcome)
                 if outcome is None and time.monotonic() >= next_lost_check:
                     next_lost_check = time.monotonic() + ALIVE_EVERY
+                    self.staging.note()
                     outcome = self.frozen_nodes()
             if outcome is not None:
                 return outcome
@@ -232,6 +232,11 @@ class Supervisor:
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return self.cancelled()
+
+
+def start_components(plan: JobPlan, names: NodeNames) -> list[dict[str, object]]:
+    """The start event's components: each one's name and its nodes."""
+    return [{"name": comp.name, "nodes": names.per_component[c]} for c, comp in enumerate(plan.components)]
 
 
 def code_record(plan: JobPlan) -> dict[str, object]:

@@ -9,6 +9,7 @@ background exit settles).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ti_slurm.core.events import NodeExit
 from ti_slurm.core.paths import JobPaths
@@ -62,3 +63,39 @@ def full_disk(root: str) -> str:
     if fs.f_bavail * fs.f_frsize >= FULL_DISK_BYTES and (fs.f_files == 0 or fs.f_favail > 0):
         return ""
     return f"the filesystem of {root} is full (ENOSPC: no space left on device)"
+
+
+class StagingNotes:
+    """The nodes' staging progress (:class:`ti_slurm.job.staging.Progress`' files), as one report that
+    the supervisor records (a ``staging`` event) when it changed: node label -> [bytes done, bytes in all]."""
+
+    def __init__(self, folder: str, event: Callable[..., None]) -> None:
+        self.folder, self.event = folder, event
+        self.last: dict[str, list[int]] = {}
+
+    def note(self) -> None:
+        """Record the report if it changed since the last one (``{}``: no node is copying any more)."""
+        report = self.changed()
+        if report is not None:
+            self.event("staging", nodes=report)
+
+    def changed(self) -> dict[str, list[int]] | None:
+        """The report, when it differs from the last one."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            names = []
+        now: dict[str, list[int]] = {}
+        for name in names:
+            if ".tmp." in name:
+                continue
+            try:
+                with open(os.path.join(self.folder, name)) as fh:
+                    done, total = (int(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                continue  # gone meanwhile, or being replaced
+            now[name] = [done, total]
+        if now == self.last:
+            return None
+        self.last = now
+        return now
