@@ -321,9 +321,12 @@ def test_a_node_without_ray_is_one_line_naming_it(tmp_path: Path) -> None:
 
 def test_preflight_allreduce_runs_across_every_node(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    body = "mode: ps-worker\nps: {nodes: 1}\nworker: {nodes: 2}\npreflight: {allreduce: true}\ncommand: 'true'"
+    # a parameter server serves until the workers are done (one that exits 0 first fails the job)
+    serve = "if [ $TI_SLURM_ROLE = ps ]; then exec sleep 60; fi"
+    body = f"mode: ps-worker\nps: {{nodes: 1}}\nworker: {{nodes: 2}}\npreflight: {{allreduce: true}}\ncommand: '{serve}'"
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 0, res.stderr
+    assert "preflight" in (job_dir(tmp_path, res) / "logs" / "worker-1.log").read_text()
 
 
 def test_preflight_allreduce_without_torch_is_one_line(tmp_path: Path) -> None:
