@@ -81,6 +81,7 @@ def restart_fields(spec: JobSpec) -> dict[str, Any]:
     return {
         "restart_max": restart.max if restart else 0,
         "restart_on": tuple(dict.fromkeys(restart.on)) if restart else (),
+        "restart_in_place": restart.in_place if restart else 0,
         "checkpoint_signal": signal.name if signal else "",
         "signal_before": signal.before if signal else 0,
         "watchdog_silence": spec.watchdog.silence if spec.watchdog else 0,

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from ti_slurm.core.choices import CONTAINER_RUNTIMES, DEFAULT_RESTART_ON, RESTART_CAUSES
+from ti_slurm.core.choices import CONTAINER_RUNTIMES, DEFAULT_RESTART_ON, IN_PLACE_CAUSES, RESTART_CAUSES
 from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
@@ -221,10 +221,24 @@ RestartCause = Annotated[str, AfterValidator(_restart_cause)]
 
 
 class RestartSpec(_Strict):
-    """``restart: {max: 3, on: [preempt, timeout, node_fail]}``: requeue the job under the same id."""
+    """``restart: {max: 3, on: [preempt, timeout, node_fail], in_place: 0}``: requeue the job under the same id
+    (up to ``max`` times); a failure or a hang first restarts the commands inside the allocation (up to
+    ``in_place`` times)."""
 
     max: int = Field(default=3, ge=0, le=1000)
     on: list[RestartCause] = Field(default_factory=lambda: list(DEFAULT_RESTART_ON), min_length=1)
+    in_place: int = Field(default=0, ge=0, le=1000)
+
+    @model_validator(mode="after")
+    def _in_place_follows_a_cause(self) -> RestartSpec:
+        if self.in_place and not set(self.on) & set(IN_PLACE_CAUSES):
+            raise SpecError(
+                "restart.in_place",
+                self.in_place,
+                f"restarts in place follow {' or '.join(IN_PLACE_CAUSES)}, which restart.on does not list "
+                f"({', '.join(self.on)}); add them, e.g. on: [{', '.join((*self.on, *IN_PLACE_CAUSES))}]",
+            )
+        return self
 
 
 class SignalSpec(_Strict):
@@ -466,7 +480,8 @@ class JobSpec(_Strict):
         """The signal the nodes get before the time limit: the spec's, USR2 when only ``restart`` is set."""
         if self.signal is not None:
             return self.signal
-        return SignalSpec() if self.restart is not None and self.restart.max > 0 else None
+        restarts = self.restart is not None and (self.restart.max > 0 or self.restart.in_place > 0)
+        return SignalSpec() if restarts else None
 
     def cpu_counts(self) -> list[tuple[str, float]]:
         """Every CPU count in the spec, with the field it is in."""

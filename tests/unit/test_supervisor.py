@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from supervisor_fakes import FakeLauncher, FakeProcess, events
 
+from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.supervisor.launchers import Launch
@@ -108,3 +111,54 @@ def test_two_local_submits_in_the_same_millisecond_get_different_jobs(tmp_path: 
     plan = plan_of("mpi", ("mpi", 1))
     first, second = (local_job_number(plan, str(tmp_path), 424242) for _ in range(2))
     assert first != second and (tmp_path / f"local-{first}").is_dir() and (tmp_path / f"local-{second}").is_dir()
+
+
+def in_place(plan: JobPlan, times: int, on: tuple[str, ...] = ("failure", "hang")) -> JobPlan:
+    return plan.replace(restart_in_place=times, restart_on=on, checkpoint_signal="USR2", stop_grace=1)
+
+
+def test_a_failure_restarts_the_commands_in_place_as_the_next_attempt(tmp_path: Path) -> None:
+    plan = in_place(plan_of("ddp", ("ddp", 2)), 2)
+    outcome, launcher = run(plan, tmp_path, {"ddp-1@0": (3, 1), "ddp-0@0": (None, 0)})
+    assert outcome.state is JobState.COMPLETED and launcher.attempt == 1
+    ends = [e for e in events(tmp_path) if e["event"] == "end"]
+    seen = [(e["attempt"], e["state"], e.get("in_place")) for e in ends]
+    assert seen == [(0, "FAILED", True), (1, "COMPLETED", None)]
+    assert ends[0]["cause"] == "failure" and ends[0]["requeue"] is True
+    # the node still running got the checkpoint signal before it was stopped; the first attempt's files are aside
+    assert launcher.signalled == [("ddp-0", signal.SIGUSR2)] and launcher.stopped == ["ddp-0"]
+    assert (tmp_path / "attempts" / "0" / "nodes" / "ddp.1.json").exists()
+
+
+def test_in_place_restarts_stop_at_their_number_and_the_job_fails(tmp_path: Path) -> None:
+    outcome, launcher = run(in_place(plan_of("mpi", ("mpi", 1)), 2), tmp_path, {"mpi-0": (3, 0)})
+    assert outcome.state is JobState.FAILED and launcher.attempt == 2
+    assert outcome.reason == "mpi node mpi-host0 (index 0) exited 3"
+    assert [e.get("in_place") for e in events(tmp_path) if e["event"] == "end"] == [True, True, None]
+
+
+def test_a_cause_restart_on_does_not_list_is_not_restarted_in_place(tmp_path: Path) -> None:
+    outcome, launcher = run(in_place(plan_of("mpi", ("mpi", 1)), 2, on=("hang",)), tmp_path, {"mpi-0": (3, 0)})
+    assert outcome.state is JobState.FAILED and launcher.attempt == 0
+
+
+def test_parameter_servers_are_stopped_for_a_restart_without_the_checkpoint_signal(tmp_path: Path) -> None:
+    plan = in_place(plan_of("ps-worker", ("ps", 1), ("worker", 1)), 1)
+    outcome, launcher = run(plan, tmp_path, {"ps-0": (None, 0), "worker-0@0": (4, 1)})
+    assert outcome.state is JobState.COMPLETED
+    assert launcher.signalled == [] and launcher.stopped == ["ps-0", "ps-0"]  # for the restart, then at the end
+
+
+def test_a_requeued_job_numbers_its_attempts_after_the_restarts_in_place(tmp_path: Path) -> None:
+    log = JobPaths(str(tmp_path)).status
+    earlier = [
+        {"event": "start", "submission": "", "attempt": 0, "components": []},
+        {"event": "end", "submission": "", "attempt": 0, "state": "FAILED", "requeue": True, "in_place": True},
+        {"event": "start", "submission": "", "attempt": 1, "components": []},
+        {"event": "end", "submission": "", "attempt": 1, "state": "TIMEOUT", "requeue": True, "cause": "timeout"},
+    ]
+    Path(log).write_text("".join(json.dumps(e) + "\n" for e in earlier))
+    launcher = FakeLauncher(plan_of("mpi", ("mpi", 1)), tmp_path, {}, restart_count=1)
+    Supervisor(plan_of("mpi", ("mpi", 1)), str(tmp_path), launcher, say=lambda text: None).run()
+    assert launcher.attempt == 2 and events(tmp_path)[-1]["attempt"] == 2
+    assert (tmp_path / "attempts" / "1").is_dir()

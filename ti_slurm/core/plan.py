@@ -17,7 +17,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from typing import Any
 
-PLAN_VERSION = 3  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf)
+PLAN_VERSION = 4  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
+# 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place)
 
 
 class Container(Record):
@@ -78,6 +79,7 @@ class JobPlan(Record):
     # surviving interruptions: requeues allowed, and for which causes (preempt timeout node_fail failure hang)
     restart_max: int = 0
     restart_on: tuple[str, ...] = ()
+    restart_in_place: int = 0  # restarts inside the allocation after a failure or a hang (before any requeue)
     checkpoint_signal: str = ""  # e.g. "USR2": every node's command gets it signal_before s before the limit
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)

@@ -335,7 +335,8 @@ def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
     """The checkpoint contract: which attempt this is, where checkpoints survive, the heartbeat file."""
     from ti_slurm.core.paths import JobPaths
 
-    count = env.get("SLURM_RESTART_COUNT", "0")
+    # the supervisor's attempt (requeues and restarts in place); Slurm's restart count in a hand-written script
+    count = env.get("TI_SLURM_ATTEMPT") or env.get("SLURM_RESTART_COUNT", "0")
     out = {
         "TI_SLURM_RESTART_COUNT": count if is_number(count) else "0",
         "TI_SLURM_CHECKPOINT_DIR": checkpoint_dir(ctx.plan, ctx.job_dir),

@@ -35,9 +35,10 @@ SCONTROL_TIMEOUT = 10.0  # seconds; Slurm kills the batch step KillWait (30 s by
 UNREACHABLE_STATES = ("down", "fail", "failing", "unknown", "no_respond", "not_responding")
 
 
-def should_requeue(plan: JobPlan, cause: str, attempt: int) -> bool:
-    """Whether an attempt that ended by ``cause`` is requeued: the cause is listed and requeues are left."""
-    return bool(cause) and cause in plan.restart_on and attempt < plan.restart_max
+def should_requeue(plan: JobPlan, cause: str, requeues: int) -> bool:
+    """Whether an attempt that ended by ``cause`` is requeued: the cause is listed and requeues are left
+    (``requeues``: how often the job was requeued so far)."""
+    return bool(cause) and cause in plan.restart_on and requeues < plan.restart_max
 
 
 REQUEUED_STATES = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")  # a job Slurm has requeued

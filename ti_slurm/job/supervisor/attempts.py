@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ti_slurm.core.choices import IN_PLACE_CAUSES
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.restart import CAUSE_STATES, preempted, should_requeue
@@ -77,14 +78,28 @@ def restart_refused(plan: JobPlan, earlier_end: Mapping[str, Any] | None) -> Out
     )
 
 
-def decide_requeue(plan: JobPlan, outcome: Outcome, attempt: int, can_requeue: bool) -> None:
-    """Whether the attempt goes on in a next one (then its end is recorded as requeued)."""
+def in_place_restarts(events: Sequence[Mapping[str, Any]]) -> int:
+    """How often the job's commands were restarted inside an allocation so far (``restart.in_place``)."""
+    return sum(1 for e in events if e.get("event") == "end" and e.get("in_place") is True)
+
+
+def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int) -> bool:
+    """Whether an attempt that ended so goes on in the same allocation: a failure or a hang that
+    ``restart.on`` lists, with in-place restarts left. A lost node, a time limit or a preemption end the
+    allocation's use (those requeue); so does a cancel, which has no cause."""
+    cause = outcome.cause
+    return cause in IN_PLACE_CAUSES and cause in plan.restart_on and used < plan.restart_in_place
+
+
+def decide_requeue(plan: JobPlan, outcome: Outcome, requeues: int, can_requeue: bool) -> None:
+    """Whether the attempt goes on in a next one (then its end is recorded as requeued); ``requeues``: how
+    often the job was requeued so far (Slurm's restart count)."""
     if outcome.requeued_by_slurm:
         outcome.requeue = True
         return
-    allowed = should_requeue(plan, outcome.cause, attempt)
+    allowed = should_requeue(plan, outcome.cause, requeues)
     if allowed and not can_requeue:
-        outcome.reason += "; a local run is not restarted"
+        outcome.reason += "; a local run is not requeued"
     outcome.requeue = allowed and can_requeue
 
 
@@ -131,10 +146,11 @@ def interruption(plan: JobPlan, signal_name: str, job: Mapping[str, str]) -> tup
     return Outcome(CAUSE_STATES[cause], f"{what}: every node got {signal_name}", cause=cause), deadline
 
 
-def requeued_by_slurm(job: Mapping[str, str], attempt: int) -> bool:
-    """Whether Slurm's view shows the job restarted beyond this attempt (a SIGTERM was its requeue)."""
+def requeued_by_slurm(job: Mapping[str, str], requeues: int) -> bool:
+    """Whether Slurm's view shows the job restarted more often than the ``requeues`` this run of the batch
+    script is (a SIGTERM was its requeue)."""
     restarts = job.get("Restarts", "")
-    return restarts.isdigit() and int(restarts) > attempt
+    return restarts.isdigit() and int(restarts) > requeues
 
 
 def slurm_requeue(job: Mapping[str, str], lost: list[str]) -> Outcome:

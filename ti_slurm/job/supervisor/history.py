@@ -19,18 +19,14 @@ from ti_slurm.job.supervisor.judge import Outcome
 
 
 class AttemptRecord:
-    """One attempt's part of the job's record (``attempt``: Slurm's restart count)."""
+    """One attempt's part of the job's record (``attempt``: its number, TI_SLURM_RESTART_COUNT: Slurm's
+    restart count, ``requeues``, plus the restarts in place before; set by the supervisor)."""
 
     def __init__(
-        self,
-        plan: JobPlan,
-        paths: JobPaths,
-        log: EventLog,
-        attempt: int,
-        control: Control | None,
-        say: Callable[[str], None],
+        self, plan: JobPlan, paths: JobPaths, log: EventLog, control: Control | None, say: Callable[[str], None]
     ) -> None:
-        self.plan, self.paths, self.log, self.attempt, self.control, self.say = plan, paths, log, attempt, control, say
+        self.plan, self.paths, self.log, self.control, self.say = plan, paths, log, control, say
+        self.attempt = self.requeues = 0
         self.earlier_lost: list[str] = []  # the nodes earlier attempts lost (kept out of the next one)
 
     def record_end(self, outcome: Outcome) -> None:
@@ -39,6 +35,8 @@ class AttemptRecord:
             extra = {"cause": outcome.cause, "requeue": outcome.requeue}
         if outcome.lost_nodes:
             extra["lost_nodes"] = outcome.lost_nodes
+        if outcome.in_place:
+            extra["in_place"] = True
         try:
             self.log.append(
                 "end", self.attempt, state=outcome.state.value, reason=outcome.reason, failed=outcome.failed, **extra
@@ -59,11 +57,7 @@ class AttemptRecord:
             shutil.rmtree(self.paths.nodes_dir, ignore_errors=True)  # a first attempt starts clean
             return None
         k = start.get("attempt") or 0
-        aside = self.paths.attempt(k)
-        os.makedirs(aside.root, exist_ok=True)
-        for here, there in zip(self.paths.per_attempt, aside.per_attempt, strict=True):
-            with contextlib.suppress(OSError):
-                os.replace(here, there)
+        self.set_aside(k)
         recorded = attempts.end_after(events, start)
         if recorded is not None:
             return dict(recorded)
@@ -73,6 +67,14 @@ class AttemptRecord:
         self.log.append("end", k, failed={}, **end)
         self.earlier_lost += lost
         return end
+
+    def set_aside(self, k: int) -> None:
+        """Move attempt ``k``'s logs and exit records to ``attempts/<k>/`` (the next attempt starts clean)."""
+        aside = self.paths.attempt(k)
+        os.makedirs(aside.root, exist_ok=True)
+        for here, there in zip(self.paths.per_attempt, aside.per_attempt, strict=True):
+            with contextlib.suppress(OSError):
+                os.replace(here, there)
 
     def requeue(self, outcome: Outcome) -> None:
         """Requeue this job (Slurm may have already); a refusal ends the job, with Slurm's reason."""
@@ -90,6 +92,6 @@ class AttemptRecord:
         """A requeueable job's final end: Slurm must not run it again. Slurm (25.11, seen) requeues a batch job
         that ends while a preemption's grace flag is set, and keeps that flag through a requeue the
         supervisor asked for during the grace time, so a completed later attempt would run once more."""
-        last = self.attempt >= self.plan.restart_max  # the last attempt turned requeue off as it started
+        last = self.requeues >= self.plan.restart_max  # the last attempt turned requeue off as it started
         if self.control is not None and self.plan.restart_max and not last and outcome.state is not JobState.CANCELLED:
             self.control.disable_requeue()

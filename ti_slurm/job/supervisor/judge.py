@@ -30,6 +30,7 @@ class Outcome:
     lost_nodes: list[str] = field(default_factory=list)
     requeue: bool = False  # the job goes on in a next attempt
     requeued_by_slurm: bool = False  # ... which Slurm has already queued (preemption, node failure)
+    in_place: bool = False  # ... in the same allocation: the commands restarted, no requeue (restart.in_place)
 
     @property
     def exit_code(self) -> int:

@@ -53,9 +53,12 @@ class Launcher(Protocol):
     record_before_stop_on_cancel: bool
     # Are node names resolved to addresses (Slurm), or is every node this machine (the local runner)?
     resolves_names: bool
-    # Which attempt this is (Slurm's restart count), and Slurm's commands to requeue it (None: cannot).
+    # How often Slurm requeued the job (its restart count), and Slurm's commands to requeue it (None: cannot).
     restart_count: int
     control: SlurmControl | None
+    # Which attempt the launches are (the supervisor's count: requeues and restarts in place), which each
+    # node's step sees as TI_SLURM_ATTEMPT (its TI_SLURM_RESTART_COUNT) and which marks its stop and signal files.
+    attempt: int
 
     def node_names(self, component: int) -> list[str]: ...
 
@@ -86,6 +89,7 @@ class SlurmLauncher:
         self.environ = dict(os.environ if environ is None else environ)
         count = self.environ.get("SLURM_RESTART_COUNT", "0")
         self.restart_count = int(count) if count.isdigit() else 0
+        self.attempt = self.restart_count
         self.control: SlurmControl | None = SlurmControl(self.environ)
 
     def node_names(self, component: int) -> list[str]:
@@ -117,14 +121,15 @@ class SlurmLauncher:
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
         os.makedirs(JobPaths(self.job_dir).logs_dir, exist_ok=True)  # srun cannot start a step without it
-        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.environ)
+        env = {**self.environ, "TI_SLURM_ATTEMPT": str(self.attempt)}
+        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=env)
         return [Launch(component, plan.components[component].name, nodes, proc)]
 
     def stop(self, launch: Launch, grace: float) -> None:
         # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
         # srun then ends by itself. Not a signal to srun: on SIGTERM it kills the tasks at once, and on
         # Slurm 25.11 one srun of a heterogeneous job getting SIGTERM cancels the whole job, this one too.
-        write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.restart_count}\n")
+        write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.attempt}\n")
         deadline = time.monotonic() + grace + STOP_MARGIN
         while launch.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
@@ -139,7 +144,7 @@ class SlurmLauncher:
         # Not through srun: Slurm would deliver it to every process of the step, a container runtime's own
         # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
         # for this file while its command runs and passes the signal to the command's processes only.
-        write_atomic(JobPaths(self.job_dir).signal, f"{self.restart_count} {signal.Signals(signum).name}\n")
+        write_atomic(JobPaths(self.job_dir).signal, f"{self.attempt} {signal.Signals(signum).name}\n")
 
 
 class LocalLauncher:
@@ -149,6 +154,7 @@ class LocalLauncher:
     resolves_names = False
     restart_count = 0
     control: SlurmControl | None = None  # a local run is not requeued
+    attempt = 0
 
     def __init__(self, plan: JobPlan, job_dir: str, job_id: int) -> None:
         self.job_dir, self.job_id = job_dir, job_id
@@ -168,6 +174,7 @@ class LocalLauncher:
             TI_SLURM_NODE_ADDR="127.0.0.1",
             TI_SLURM_PORT_PER_NODE="1",
             TI_SLURM_LOCAL="1",
+            TI_SLURM_ATTEMPT=str(self.attempt),
         )
         if plan.heterogeneous:
             env["SLURM_HET_SIZE"] = str(len(plan.components))

@@ -13,10 +13,12 @@ from collections.abc import Callable, Sequence
 
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.states import JobState
 from ti_slurm.job.beat import ALIVE_EVERY, LOST_AFTER, BeatListener
 from ti_slurm.job.supervisor.attempts import Control
-from ti_slurm.job.supervisor.judge import NodeNames, Snapshot
+from ti_slurm.job.supervisor.judge import NodeNames, Outcome, Snapshot
 from ti_slurm.job.supervisor.launchers import Launch
+from ti_slurm.job.supervisor.records import NodeRecords
 from ti_slurm.job.watch import last_output, mtime, step_alive_file
 
 
@@ -73,6 +75,19 @@ class Liveness:
                 if beat and name is not None and now - self.last_heard(launch.component, i) > LOST_AFTER:
                     found.append((launch.component, i, name))
         return found
+
+    def frozen_outcome(self, launches: Sequence[Launch], records: NodeRecords) -> Outcome | None:
+        """A frozen step, or a node gone before anything noticed (the local runner's): the job cannot go on."""
+        found = self.frozen(launches)
+        if not found:
+            return None
+        ended = records.snapshot().records  # those ended on their own meanwhile are not frozen
+        lost = sorted({name for component, i, name in found if (component, i) not in ended})
+        if not lost:
+            return None
+        outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost (its step stopped answering)")
+        outcome.cause, outcome.lost_nodes = "node_fail", lost
+        return outcome
 
     def hung(self, launches: Sequence[Launch], snap: Snapshot, silence: int) -> list[str]:
         """The nodes the watchdog found hung, and those as silent by then."""

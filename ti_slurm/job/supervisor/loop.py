@@ -42,16 +42,23 @@ class Supervisor:
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
         self.log = EventLog(self.paths.status, plan.submission)
         self.names = NodeNames([launcher.node_names(c) for c in range(len(plan.components))])
-        self.records = NodeRecords(self.paths)
         self.staging = StagingNotes(self.paths.staging, self.event)  # the nodes' staging copies, for --wait
         self.liveness = Liveness(self.paths, self.names, None)
-        self.steps = Steps(plan, self.rule, launcher, self.records, self.names, self.event)
         self._cancel_signal: int | None = None
+        self.history = AttemptRecord(plan, self.paths, self.log, self.control, self.say)
+        # attempts: this run of the batch script is Slurm's requeue number `requeues`; restarts in place add one
+        self.requeues = self.history.requeues = launcher.restart_count
+        self.in_place = attempts.in_place_restarts(self.log.read())  # so far, in every allocation
+        self.begin_attempt(self.requeues + self.in_place)
+
+    def begin_attempt(self, attempt: int) -> None:
+        """A new attempt's state: its number (for the launcher and the record), its launches and records."""
+        self.attempt = self.history.attempt = self.launcher.attempt = attempt
+        self.records = NodeRecords(self.paths)
+        self.steps = Steps(self.plan, self.rule, self.launcher, self.records, self.names, self.event)
         self._checkpoint_signal: int | None = None
-        self.attempt = launcher.restart_count
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
-        self.history = AttemptRecord(plan, self.paths, self.log, self.attempt, self.control, self.say)
 
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
@@ -65,10 +72,12 @@ class Supervisor:
             signal.signal(getattr(signal, f"SIG{self.plan.checkpoint_signal}"), self._on_checkpoint_signal)
         try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
             outcome = attempts.restart_refused(self.plan, self.history.close_earlier_attempt()) or self.run_attempt()
+            while attempts.restarts_in_place(self.plan, outcome, self.in_place):
+                outcome = self.restart_in_place(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
         attempts.own_reason(outcome, self.paths.failure(self.plan.outputs))
-        attempts.decide_requeue(self.plan, outcome, self.attempt, self.control is not None)
+        attempts.decide_requeue(self.plan, outcome, self.requeues, self.control is not None)
         record_first = self.launcher.record_before_stop_on_cancel and (
             outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
         )
@@ -86,9 +95,10 @@ class Supervisor:
         return outcome
 
     def run_attempt(self) -> Outcome:
-        if self.plan.restart_max and self.attempt >= self.plan.restart_max and self.control:
+        if self.plan.restart_max and self.requeues >= self.plan.restart_max and self.control:
             self.control.disable_requeue()  # the last attempt: preemption ends the job now
-        self.share_addresses()
+        if self.launcher.resolves_names:
+            share_addresses(self.paths, self.names)
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)
@@ -102,13 +112,20 @@ class Supervisor:
             outcome = attempts.named_cause(outcome, lost, hung, self.plan.watchdog_silence)
         return outcome
 
-    def share_addresses(self) -> None:
-        """Resolve every node's name once, here, for every node's contract (and the preflight's check)."""
-        names = [name for names in self.names.per_component for name in names]
-        if len(names) <= ADDRESSES_UP_TO and self.launcher.resolves_names:
-            from ti_slurm.job.contract import resolve_all
-
-            write_atomic(self.paths.addresses, resolve_all(names))
+    def restart_in_place(self, outcome: Outcome) -> Outcome:
+        """The attempt failed or hung: stop what still runs (the checkpoint signal first), record the end, set
+        its files aside and run the commands again in this allocation, as the next attempt."""
+        self.steps.stop_for_restart()
+        attempts.own_reason(outcome, self.paths.failure(self.plan.outputs))
+        outcome.requeue = outcome.in_place = True
+        self.history.record_end(outcome)
+        self.liveness.close()
+        self.history.set_aside(self.attempt)
+        self.in_place += 1
+        count = f"{self.in_place} of {self.plan.restart_in_place}"
+        self.say(f"{outcome.state} ({outcome.reason}): restarting in place ({count})")
+        self.begin_attempt(self.attempt + 1)
+        return self.run_attempt()
 
     # -- the loop ----------------------------------------------------------------
     def loop(self) -> Outcome:
@@ -120,40 +137,20 @@ class Supervisor:
             if self._checkpoint_signal is not None and self.interrupt is None:
                 self.begin_interrupt(self._checkpoint_signal)
             outcome = self.heard_signal() if self._cancel_signal is not None else None
-            if outcome is None and self.interrupt is not None:
-                outcome = self.saved()  # saving: exits are expected; the attempt ends when all are done
+            if outcome is None and self.interrupt is not None:  # saving: exits are expected
+                outcome = self.interrupt if self.steps.saved() or time.time() >= self.deadline else None
             elif outcome is None:
                 outcome = self.steps.judged_exit()
                 outcome = outcome and self.cancelled_meanwhile(outcome)
                 if outcome is None and time.monotonic() >= next_lost_check:
                     next_lost_check = time.monotonic() + ALIVE_EVERY
                     self.staging.note()
-                    outcome = self.frozen_nodes()
+                    # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
+                    if self.control is None:
+                        outcome = self.liveness.frozen_outcome(self.steps.launches, self.records)
             if outcome is not None:
                 return outcome
             time.sleep(POLL_SECONDS)
-
-    def saved(self) -> Outcome | None:
-        """The interrupted attempt's end, once every node whose success the job needs has saved (parameter
-        servers and Ray's worker daemons are then stopped, as at a normal end) or the deadline came."""
-        for launch in self.steps.launches:
-            self.steps.reaped(launch)
-        if all(x.exit_code is not None for x in self.steps.required) or time.time() >= self.deadline:
-            return self.interrupt
-        return None
-
-    def frozen_nodes(self) -> Outcome | None:
-        """A frozen step, or a node gone before anything noticed: the job cannot go on. Under Slurm, srun and
-        Slurm's node state find a lost node and Slurm requeues the job itself (acting too would race it)."""
-        found = self.liveness.frozen(self.steps.launches) if self.control is None else []
-        if found:
-            records = self.records.snapshot().records  # those ended on their own meanwhile are not frozen
-            lost = sorted({name for component, i, name in found if (component, i) not in records})
-            if lost:
-                outcome = Outcome(JobState.NODE_FAIL, f"node(s) {','.join(lost)} lost (its step stopped answering)")
-                outcome.cause, outcome.lost_nodes = "node_fail", lost
-                return outcome
-        return None
 
     # -- signals -------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -205,7 +202,7 @@ class Supervisor:
 
     def interrupted_by_slurm(self) -> Outcome | None:
         job = self.control.show_job() if self.control else {}
-        if not attempts.requeued_by_slurm(job, self.attempt):
+        if not attempts.requeued_by_slurm(job, self.requeues):
             if self.interrupt is not None:
                 return self.interrupt  # the time limit or the preemption's grace time came first
             if preempted(job):
@@ -232,6 +229,15 @@ class Supervisor:
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return self.cancelled()
+
+
+def share_addresses(paths: JobPaths, names: NodeNames) -> None:
+    """Resolve every node's name once, here, for every node's contract (and the preflight's check)."""
+    every = [name for names in names.per_component for name in names]
+    if len(every) <= ADDRESSES_UP_TO:
+        from ti_slurm.job.contract import resolve_all
+
+        write_atomic(paths.addresses, resolve_all(every))
 
 
 def start_components(plan: JobPlan, names: NodeNames) -> list[dict[str, object]]:

@@ -4,6 +4,7 @@ nodes' own exit records), judging it, and stopping what still runs."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 
@@ -89,6 +90,30 @@ class Steps:
                 break
             time.sleep(POLL_SECONDS)
         return snap
+
+    def saved(self) -> bool:
+        """After the checkpoint signal: whether every node whose success the job needs has saved and exited
+        (parameter servers and Ray's worker daemons are then stopped, as at a normal end)."""
+        for launch in self.launches:
+            self.reaped(launch)
+        return all(x.exit_code is not None for x in self.required)
+
+    def stop_for_restart(self) -> None:
+        """Stop what still runs before the commands start again: those whose success the job needs get the
+        checkpoint signal first and the stop grace to save and exit (parameter servers and Ray's worker
+        daemons save nothing: they are stopped at once), then everything is stopped as at an end."""
+        saving = [x for x in self.required if x.exit_code is None]
+        if self.plan.checkpoint_signal and saving:
+            signum = getattr(signal, f"SIG{self.plan.checkpoint_signal}")
+            for launch in saving:
+                launch.stopping = True
+                self.launcher.pass_signal(launch, signum)
+            deadline = time.monotonic() + self.plan.stop_grace
+            while any(self.reaped(x) is None and x.exit_code is None for x in saving):
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_SECONDS)
+        self.stop_running()
 
     def stop_running(self) -> None:
         running = [launch for launch in self.launches if launch.exit_code is None]
