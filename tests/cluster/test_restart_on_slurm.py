@@ -339,3 +339,65 @@ def test_only_the_failed_task_of_a_job_array_is_requeued(tmp_path: Path) -> None
     }
     assert "JobState=COMPLETED" in shown[0] and "Restarts=0" in shown[0]
     assert "JobState=COMPLETED" in shown[1] and "Restarts=1" in shown[1]
+
+
+def test_a_failing_rank_is_restarted_in_place_and_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """No requeue: the same allocation, Slurm's Restarts=0, and the final model equals the uninterrupted one."""
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    extra = "--fail-rank 1 --fail-step 25 --fail-once --save-every 10"
+    spec = training(tmp_path, 40, out, extra, restart={"max": 0, "on": ["failure"], "in_place": 2})
+    job = ti_slurm.submit(spec)
+    final = job.wait(timeout=300)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert [(a.state, a.in_place) for a in final.attempts] == [("FAILED", True), ("COMPLETED", False)]
+    assert final.attempts[0].cause == "failure" and final.attempts[0].nodes == final.attempts[1].nodes
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 40)
+    aside = Path(job.job_dir) / "attempts" / "0" / "logs"
+    assert "rank 1: exiting 3 on purpose at step 25" in (aside / "ddp-1.log").read_text()
+    assert "rank 0: attempt 1 starts at step 20" in (Path(job.job_dir) / "logs" / "ddp-0.log").read_text()
+    assert_slurm_ran_it(job, 1)
+    shown = run_cli("status", job.id).stdout
+    assert "FAILED -> restarted in place ddp node" in shown
+    assert_nothing_left(out)
+
+
+def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> None:
+    """Through the CLI and a YAML file: the watchdog finds the hung rank, the commands restart in place."""
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --hang-rank 1 --fail-step 30 --fail-once"
+        " --save-every 10\n"
+        "watchdog: {silence: 15}\n"
+        "restart: {max: 0, on: [hang], in_place: 1}\n"
+    )
+    res = run_cli("submit", "--wait", "job.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.split()[0]
+    shown = run_cli("status", job_id).stdout
+    assert "FAILED -> restarted in place HUNG: node(s)" in shown, shown
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 60)
+    assert "attempt 1 starts at step 30" in (tmp_path / "jobs" / job_id / "logs" / "ddp-1.log").read_text()
+    assert_nothing_left(out)
+
+
+def test_a_ps_worker_job_restarts_in_place_ps_and_workers_together(tmp_path: Path) -> None:
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    attempt = "attempt $TI_SLURM_RESTART_COUNT"
+    worker = f'if [ "$TI_SLURM_RESTART_COUNT" = 0 ] && [ "$INDEX" = 2 ]; then exit 4; fi; echo "$INDEX {attempt}"'
+    spec = api_spec(
+        tmp_path,
+        mode="ps-worker",
+        command=f'if [ "$TI_SLURM_ROLE" = ps ]; then echo ps {attempt}; exec {marker}; fi; {worker}',
+        ps={"nodes": 1},
+        worker={"nodes": 2},
+        restart={"max": 0, "on": ["failure"], "in_place": 1},
+    )
+    final = ti_slurm.submit(spec).wait(timeout=300)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert [(a.state, a.in_place) for a in final.attempts] == [("FAILED", True), ("COMPLETED", False)]
+    logs = Path(final.job_dir) / "logs"
+    assert (logs / "ps-0.log").read_text() == "ps attempt 1\n"
+    assert [(logs / f"worker-{i}.log").read_text() for i in (0, 1)] == ["1 attempt 1\n", "2 attempt 1\n"]
+    assert_nothing_left(marker)
