@@ -118,6 +118,22 @@ def test_seed_mpirun_line_runs_on_every_node_of_the_allocation(tmp_path: Path, a
     assert "allreduce sum=15 expected=15" in logs
 
 
+def test_the_seed_mpirun_line_is_run_again_in_place_after_a_failure(tmp_path: Path, allreduce: Path) -> None:
+    once = '[ "$TI_SLURM_RESTART_COUNT" != 0 ] || exit 5'  # the first attempt fails after its mpirun
+    body = f"mode: horovod\nnodes: 3\ncommand: '{SEED_MPIRUN} {allreduce}; {once}'\n"
+    job = Job(tmp_path, body + "restart: {max: 0, on: [failure], in_place: 1}")
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    first = (job.job_dir / "attempts" / "0" / "logs" / "horovod-0.log").read_text()
+    for log in (first, job.logs()):
+        hosts = re.findall(r"rank \d/3 on (node\d\d)", log)
+        assert len(set(hosts)) == 3 and "allreduce sum=3 expected=3" in log
+    attempts = job.status()["attempts"]
+    assert isinstance(attempts, list) and [(a["state"], a["in_place"]) for a in attempts] == [
+        ("FAILED", True),
+        ("COMPLETED", False),
+    ]
+
+
 def test_mpi_mode_runs_the_command_on_every_node(tmp_path: Path) -> None:
     job = Job(tmp_path, "mode: mpi\nnodes: 3\ncommand: 'echo \"$TI_SLURM_ROLE $INDEX $(hostname)\" > ran-$INDEX'")
     assert job.result.returncode == 0, job.result.stderr

@@ -401,3 +401,31 @@ def test_a_ps_worker_job_restarts_in_place_ps_and_workers_together(tmp_path: Pat
     assert (logs / "ps-0.log").read_text() == "ps attempt 1\n"
     assert [(logs / f"worker-{i}.log").read_text() for i in (0, 1)] == ["1 attempt 1\n", "2 attempt 1\n"]
     assert_nothing_left(marker)
+
+
+def test_a_ray_job_restarts_in_place_head_workers_and_driver(tmp_path: Path) -> None:
+    """The driver fails once after its work: the head and the worker daemons come back in the same
+    allocation (their ports free again), and the driver runs again to the end."""
+    pytest.importorskip("ray", reason="ray is not installed")
+    shutil.copy(ROOT / "examples" / "ray" / "resume.py", tmp_path / "resume.py")
+    spec = api_spec(
+        tmp_path,
+        mode="ray",
+        workdir=str(tmp_path),
+        command='python resume.py 10 && [ "$TI_SLURM_RESTART_COUNT" != 0 ]',
+        rendezvous_timeout=120,
+        head={"cpus_per_node": 1},
+        worker_groups=[{"nodes": 1, "cpus_per_node": 1}],
+        restart={"max": 0, "on": ["failure"], "in_place": 1},
+    )
+    job = ti_slurm.submit(spec)
+    final = job.wait(timeout=400)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert [(a.state, a.in_place) for a in final.attempts] == [("FAILED", True), ("COMPLETED", False)]
+    squares = sum(i * i for i in range(10))
+    first = (Path(job.job_dir) / "attempts" / "0" / "logs" / "head-0.log").read_text()
+    assert f"sum of squares below 10: {squares} after 0 restarts" in first
+    log = (Path(job.job_dir) / "logs" / "head-0.log").read_text()
+    assert f"sum of squares below 10: {squares} after 1 restarts" in log
+    time.sleep(1)
+    assert ray_processes(job.id) == []
