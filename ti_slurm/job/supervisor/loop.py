@@ -71,7 +71,13 @@ class Supervisor:
         if self.plan.checkpoint_signal:
             signal.signal(getattr(signal, f"SIG{self.plan.checkpoint_signal}"), self._on_checkpoint_signal)
         try:  # never leave steps running behind a broken supervisor (a full disk, a bug)
-            outcome = attempts.restart_refused(self.plan, self.history.close_earlier_attempt()) or self.run_attempt()
+            outcome = attempts.restart_refused(self.plan, self.history.close_earlier_attempt())
+            if outcome is None:  # once for this allocation: restarts in place keep its nodes and its requeues
+                if self.plan.restart_max and self.requeues >= self.plan.restart_max and self.control:
+                    self.control.disable_requeue()  # the last attempt: preemption ends the job now
+                if self.launcher.resolves_names:
+                    share_addresses(self.paths, self.names)
+                outcome = self.run_attempt()
             while attempts.restarts_in_place(self.plan, outcome, self.in_place):
                 outcome = self.restart_in_place(outcome)
         except Exception as exc:
@@ -95,10 +101,6 @@ class Supervisor:
         return outcome
 
     def run_attempt(self) -> Outcome:
-        if self.plan.restart_max and self.requeues >= self.plan.restart_max and self.control:
-            self.control.disable_requeue()  # the last attempt: preemption ends the job now
-        if self.launcher.resolves_names:
-            share_addresses(self.paths, self.names)
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)

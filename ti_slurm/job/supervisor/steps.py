@@ -109,9 +109,7 @@ class Steps:
                 launch.stopping = True
                 self.launcher.pass_signal(launch, signum)
             deadline = time.monotonic() + self.plan.stop_grace
-            while any(self.reaped(x) is None and x.exit_code is None for x in saving):
-                if time.monotonic() >= deadline:
-                    break
+            while not self.saved() and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
         self.stop_running()
 
