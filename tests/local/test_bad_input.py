@@ -56,6 +56,16 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
             "outputs: 'runs': is inside code (.): each job's outputs would be the next job's code",
         ),
         (
+            "in-place.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\nrestart: {in_place: 2}\n",
+            "restart.in_place: 2: restarts in place follow failure or hang, which restart.on does not list",
+        ),
+        (
+            "in-place-neg.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\nrestart: {on: [failure], in_place: -1}\n",
+            "restart.in_place",
+        ),
+        (
             "ma-env.yaml",
             "mode: ddp\nplatform: modelarts\nnodes: 2\ncommand: x\nenv:\n  MA_NUM_HOSTS: 4\n",
             "env.MA_NUM_HOSTS: '4': MA_* variables are set by platform modelarts on every node",
