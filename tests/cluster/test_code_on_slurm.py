@@ -70,7 +70,8 @@ def test_a_cancelled_job_leaves_no_staged_copy(tmp_path: Path) -> None:
     body = f"mode: ddp\nnodes: 2\ninputs: {{small: {{path: {data}, stage: local}}}}\ncommand: sleep 300"
     job = Job(tmp_path, body, wait=False, env=staging_site(tmp_path))
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "local-disk").rglob("part-0")) and time.monotonic() < deadline:
+    # each node stages its own copy, not necessarily at the same moment: wait for both
+    while len(list((tmp_path / "local-disk").rglob("part-0"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert len(list((tmp_path / "local-disk").rglob("part-0"))) == 2  # staged on both nodes
     subprocess.run(["scancel", job.id], check=True)
