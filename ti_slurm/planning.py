@@ -58,13 +58,17 @@ def components(spec: JobSpec) -> tuple[Component, ...]:
     """The mode's components, each with its platform's start command where the platform gives one."""
     from ti_slurm.job.platforms import get_platform
 
-    platform = get_platform(spec.platform)
-    return tuple(
+    platform, mode = get_platform(spec.platform), get_mode(spec.mode)
+    comps = [
         comp.replace(command=command)
         if (command := platform.component_command(spec.mode, comp.name, spec.command))
         else comp
-        for comp in get_mode(spec.mode).components(spec)
-    )
+        for comp in mode.components(spec)
+    ]
+    if spec.spare_nodes:  # the spec checked that the mode names a component spares join
+        joined = mode.spare_component(comps) or 0
+        comps[joined] = comps[joined].replace(spares=spec.spare_nodes)
+    return tuple(comps)
 
 
 def layout_fields(spec: JobSpec) -> dict[str, Any]:

@@ -252,8 +252,9 @@ def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
         if part is None:
             return f"partition {name!r} does not exist (partitions: {', '.join(sorted(partitions))})"
         where = f"{comp.name}: " if plan.heterogeneous else ""
-        if comp.nodes > part.nodes:
-            return f"{where}{comp.nodes} nodes asked, partition {name} has {part.nodes}"
+        if comp.allocated > part.nodes:
+            spares = f" ({comp.nodes} and {comp.spares} spare)" if comp.spares else ""
+            return f"{where}{comp.allocated} nodes asked{spares}, partition {name} has {part.nodes}"
         for kind, (asked, what) in {
             "gpu": (comp.gpus_per_node, "GPUs"),
             plan.npu_gres: (comp.npus_per_node, "NPUs"),

@@ -47,7 +47,7 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
     if first:
         opt("job-name", plan.name)
         opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
-    opt("nodes", comp.nodes)
+    opt("nodes", comp.allocated)
     opt("ntasks-per-node", 1)
     opt("cpus-per-task", comp.cpus_per_node)
     gres = plan.gres_per_node(comp)
@@ -81,6 +81,8 @@ def _restart_lines(plan: JobPlan, first: bool) -> list[str]:
         lines.append("--requeue")  # preemption and node failure requeue it; the supervisor requeues the rest
     if plan.restart_max > 0 and first:
         lines.append(f"--open-mode={sbatch_value('append')}")  # each attempt's output after the last one's
+    if first and any(c.spares for c in plan.components):
+        lines.append("--no-kill")  # a lost node leaves the allocation, the job keeps the rest: a spare takes over
     return lines
 
 

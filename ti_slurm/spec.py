@@ -229,16 +229,16 @@ class RestartSpec(_Strict):
     on: list[RestartCause] = Field(default_factory=lambda: list(DEFAULT_RESTART_ON), min_length=1)
     in_place: int = Field(default=0, ge=0, le=1000)
 
-    @model_validator(mode="after")
-    def _in_place_follows_a_cause(self) -> RestartSpec:
-        if self.in_place and not set(self.on) & set(IN_PLACE_CAUSES):
+    def check_in_place(self, spares: int) -> None:
+        """Restarts in place follow a failure or a hang, and a lost node when a spare can take its place."""
+        causes = (*IN_PLACE_CAUSES, "node_fail") if spares else IN_PLACE_CAUSES
+        if self.in_place and not set(self.on) & set(causes):
             raise SpecError(
                 "restart.in_place",
                 self.in_place,
-                f"restarts in place follow {' or '.join(IN_PLACE_CAUSES)}, which restart.on does not list "
-                f"({', '.join(self.on)}); add them, e.g. on: [{', '.join((*self.on, *IN_PLACE_CAUSES))}]",
+                f"restarts in place follow {' or '.join(causes)}, which restart.on does not list "
+                f"({', '.join(self.on)}); add them, e.g. on: [{', '.join(dict.fromkeys((*self.on, *causes)))}]",
             )
-        return self
 
 
 class SignalSpec(_Strict):
@@ -339,6 +339,8 @@ class JobSpec(_Strict):
     preflight: bool | Literal["on", "off"] | PreflightSpec = True
     # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
     restart: RestartSpec | None = None
+    # nodes allocated beside the job's and held idle: a lost node's place goes to one in a restart in place
+    spare_nodes: int = Field(default=0, ge=0, le=1024)
     signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit
     watchdog: WatchdogSpec | None = None
     checkpoint_dir: str | None = None  # TI_SLURM_CHECKPOINT_DIR; default: <job dir>/checkpoint
@@ -458,7 +460,8 @@ class JobSpec(_Strict):
         if mode.role_fields and self.nodes is not None:
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
         mode.check_spec(self)
-        self._signal_fits_time()
+        check_spares(self)
+        check_signal_fits_time(self)
         leaves_the_platform_its_own(self.platform, self.env)
         check_channels(self.inputs)
         if self.processes == "per-npu" and not any(c.npus_per_node for c in mode.components(self)):
@@ -467,14 +470,6 @@ class JobSpec(_Strict):
             if cpus != int(cpus):
                 raise SpecError(where, cpus, "Slurm allocates whole CPUs; use an integer")
         return self
-
-    def _signal_fits_time(self) -> None:
-        limit = time_limit_seconds(self.time)
-        signal = self.checkpoint_signal()
-        if limit is not None and signal is not None and signal.before >= limit:
-            raise SpecError(
-                "signal.before", signal.before, f"is not less than the time limit ({self.time} = {limit} s)"
-            )
 
     def checkpoint_signal(self) -> SignalSpec | None:
         """The signal the nodes get before the time limit: the spec's, USR2 when only ``restart`` is set."""
@@ -494,6 +489,32 @@ class JobSpec(_Strict):
             if part.cpus_per_node is not None:
                 counts.append((f"worker_groups.{i}.cpus_per_node", part.cpus_per_node))
         return counts
+
+
+def check_signal_fits_time(spec: JobSpec) -> None:
+    """The checkpoint signal comes before the time limit, not at or after it."""
+    limit = time_limit_seconds(spec.time)
+    signal = spec.checkpoint_signal()
+    if limit is not None and signal is not None and signal.before >= limit:
+        raise SpecError("signal.before", signal.before, f"is not less than the time limit ({spec.time} = {limit} s)")
+
+
+def check_spares(spec: JobSpec) -> None:
+    """Spare nodes take lost nodes' places in restarts in place, and join the component the mode names."""
+    if spec.restart is not None:
+        spec.restart.check_in_place(spec.spare_nodes)
+    if not spec.spare_nodes:
+        return
+    if spec.restart is None or not spec.restart.in_place or "node_fail" not in spec.restart.on:
+        raise SpecError(
+            "spare_nodes",
+            spec.spare_nodes,
+            "a spare takes a lost node's place when the job restarts in place; "
+            "set restart.in_place and list node_fail in restart.on",
+        )
+    mode = get_mode(spec.mode)
+    if mode.spare_component(mode.components(spec)) is None:
+        raise SpecError("spare_nodes", spec.spare_nodes, mode.spares_refused)
 
 
 def time_limit_seconds(text: str | None) -> int | None:

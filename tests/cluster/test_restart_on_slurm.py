@@ -361,6 +361,49 @@ def test_a_failing_rank_is_restarted_in_place_and_resumes_from_its_checkpoint(tm
     assert_nothing_left(out)
 
 
+def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: Path, island: Island) -> None:
+    """A node dies (its slurmd and every process of it): a spare held in the allocation takes its place and
+    rank within seconds, the training resumes from its checkpoint, no requeue, the same model as without."""
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\npartition: {island.name}\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --save-every 10\n"
+        "spare_nodes: 1\n"
+        "restart: {max: 0, on: [node_fail], in_place: 1}\n"
+    )
+    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    assert res.returncode == 0, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    wait_for_step(job, 20)  # saved at step 20
+    first = job.status()
+    lost = first.components[0].nodes[1]  # not node 0: it runs the batch step, and so the supervisor
+    killed = time.time()
+    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
+    try:
+        final = job.wait(timeout=300)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert [(a.state, a.in_place) for a in final.attempts] == [("NODE_FAIL", True), ("COMPLETED", False)]
+    before, after = final.attempts
+    assert before.lost_nodes == [lost] and lost in before.reason
+    (spare,) = after.replaced.values()
+    assert after.replaced == {lost: spare} and spare not in before.nodes and spare in island.nodes
+    assert after.nodes == [before.nodes[0], spare]  # the spare took the lost node's rank
+    assert after.started is not None
+    print(f"node killed -> the spare's attempt started: {after.started - killed:.1f} s")
+    assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 60)
+    resumed = re.search(
+        r"rank 1: attempt 1 starts at step (\d+)", (Path(job.job_dir) / "logs" / "ddp-1.log").read_text()
+    )
+    assert resumed and int(resumed[1]) >= 20  # from the checkpoint, on the spare
+    assert_slurm_ran_it(job, 1)
+    shown = run_cli("status", job.id).stdout
+    assert f"spare {spare} took the place of lost node {lost}" in shown, shown
+    assert_nothing_left(out)
+
+
 def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> None:
     """Through the CLI and a YAML file: the watchdog finds the hung rank, the commands restart in place."""
     out = f"model-{uuid.uuid4().hex[:8]}.json"

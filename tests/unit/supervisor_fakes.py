@@ -46,10 +46,14 @@ class FakeLauncher:
         self.attempt = restart_count  # the supervisor sets it for each attempt
         self.stopped: list[str] = []
         self.signalled: list[tuple[str, int]] = []
+        self.assigned: list[list[list[str]]] = []  # each assign() the supervisor made
 
     def node_names(self, component: int) -> list[str]:
         comp = self.plan.components[component]
-        return [f"{comp.name}-host{i}" for i in range(comp.nodes)]
+        return [f"{comp.name}-host{i}" for i in range(comp.allocated)]
+
+    def assign(self, nodes: list[list[str]]) -> None:
+        self.assigned.append([list(names) for names in nodes])
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
         comp = plan.components[component]
@@ -59,13 +63,14 @@ class FakeLauncher:
             code, polls = self.script.get(f"{key}@{self.attempt}", self.script.get(key, (0, 0)))
             if code is not None:  # the node's step records its exit, as the real one does
                 Path(self.paths.nodes_dir).mkdir(parents=True, exist_ok=True)
-                record = NodeExit(comp.name, index, f"{comp.name}-host{index}", code, 0.0, float(polls))
+                name = self.assigned[-1][component][index] if self.assigned else f"{comp.name}-host{index}"
+                record = NodeExit(comp.name, index, name, code, 0.0, float(polls))
                 Path(self.paths.node_record(comp.name, index)).write_text(record.to_json())
             proc = cast(Any, FakeProcess(code, polls))
             launches.append(Launch(component, comp.name, [index], proc))
         return launches
 
-    def stop(self, launch: Launch, grace: float) -> None:
+    def stop(self, launch: Launch, grace: float, ended: Any = None) -> None:
         self.stopped.append(f"{launch.component}-{launch.nodes[0]}")
         launch.proc.returncode = -15
 

@@ -45,6 +45,7 @@ platform: modelarts
 rendezvous_timeout: 60
 preflight: off
 restart: {max: 2, on: [preempt, timeout, node_fail, failure, hang], in_place: 1}
+spare_nodes: 1
 signal: {name: USR1, before: 60}
 watchdog: {silence: 900}
 checkpoint_dir: ~/ckpt
@@ -108,7 +109,7 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert (ps.output_dir, ps.workdir, ps.checkpoint_dir) == ("0777", "2026-12-01", "~/ckpt")
     assert (ps.rdma, ps.platform, ps.preflight, ps.rendezvous_timeout) == ("off", "modelarts", "off", 60)
     assert ps.restart is not None and ps.restart.on == ["preempt", "timeout", "node_fail", "failure", "hang"]
-    assert ps.restart.in_place == 1
+    assert ps.restart.in_place == 1 and ps.spare_nodes == 1
     assert ps.signal is not None and (ps.signal.name, ps.signal.before) == ("USR1", 60)
     assert ps.remote is not None and (ps.remote.host, ps.remote.workdir) == ("login1", "1.10")
     assert ps.container is not None and ps.container.image == "docker://ubuntu:22.04"

@@ -92,8 +92,8 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
         "script": script,
         "name": plan.name,
         "standard_output": f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}",
-        "nodes": comp.nodes,
-        "ntasks": comp.nodes,
+        "nodes": comp.allocated,
+        "ntasks": comp.allocated,
         "ntasks_per_node": 1,
         "cpus_per_task": comp.cpus_per_node,
         "environment": job_environment(environ),
@@ -120,6 +120,8 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     if plan.restart_max > 0:
         fields["is_requeueable"] = True
         fields["log_files_open_mode"] = "append"
+    if comp.spares:  # as the script's --no-kill: a lost node leaves the allocation, a spare takes over
+        fields["kill_on_node_fail"] = False
     fields.update(sbatch_fields(plan.sbatch, known))
     return fields
 

@@ -17,8 +17,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the jo
 if TYPE_CHECKING:
     from typing import Any
 
-PLAN_VERSION = 4  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
-# 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place)
+PLAN_VERSION = 5  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
+# 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place);
+# 5: spare nodes (Component.spares)
 
 
 class Container(Record):
@@ -42,6 +43,12 @@ class Component(Record):
     partition: str | None = None
     command: str = ""  # this role's own start command; "" runs the job's
     container: Container | None = None  # None: the command runs on the bare node
+    spares: int = 0  # nodes allocated beyond `nodes`, held idle: each can take a lost node's place
+
+    @property
+    def allocated(self) -> int:
+        """The nodes Slurm allocates to the component: its own and its spares."""
+        return self.nodes + self.spares
 
     @property
     def slots(self) -> int:

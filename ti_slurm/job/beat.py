@@ -4,7 +4,7 @@ A node is lost when its step left no exit record and stopped answering. Its live
 (``heartbeat/<component>-<n>.step``, rewritten every :data:`ALIVE_EVERY` seconds) is one channel; but
 shared filesystems stall for tens of seconds under checkpoint load, and then every node's file is
 late at once, though every node is healthy. So each node's step also sends a small UDP datagram
-(:func:`start_beating`, a thread that touches no file) every :data:`ALIVE_EVERY` seconds to the
+(:func:`start_beating`, a thread that touches no file) every :data:`BEAT_EVERY` second to the
 supervisor's :class:`BeatListener`, on the node that ran ``srun`` (``SLURM_LAUNCH_NODE_IPADDR``;
 127.0.0.1 for the local runner). A node is alive while either channel is fresh.
 
@@ -22,8 +22,12 @@ import contextlib
 import os
 import time
 
-ALIVE_EVERY = 5.0  # seconds between a step's liveness notes (its file; its datagram)
+ALIVE_EVERY = 5.0  # seconds between a step's liveness notes in its file
+BEAT_EVERY = 1.0  # seconds between its datagrams (some bytes a second: cheap even for thousands of nodes)
 LOST_AFTER = 20.0  # a step silent this long on every channel, without an exit record, was lost
+# ... or this long without a datagram, having sent them before, where a spare can take its place (a mistaken
+# verdict then costs a restart on the spare; a stalled filesystem silences no datagram)
+SWAP_AFTER = 3.0
 _beating: set[tuple[str, str, int]] = set()  # (beat file, component, node) this process beats for: once each
 
 
@@ -39,7 +43,8 @@ class BeatListener:
         self.sock.bind(("", 0))
         self.sock.settimeout(1.0)  # so that the receiving thread sees close() within a second
         self.closed = False
-        self.latest: dict[tuple[str, int], float] = {}
+        self.latest: dict[tuple[str, int], float] = {}  # when each node's latest datagram was sent (its clock)
+        self.received: dict[tuple[str, int], float] = {}  # ... and when it came (this clock: no skew)
         threading.Thread(target=self._receive, name="beats", daemon=True).start()
 
     def _receive(self) -> None:
@@ -66,6 +71,7 @@ class BeatListener:
         except ValueError:
             return
         key = (parts[1], int(parts[2]))
+        self.received[key] = time.time()
         if sent > self.latest.get(key, 0.0):
             self.latest[key] = sent
 
@@ -73,13 +79,17 @@ class BeatListener:
         """When the node last said it was alive (0.0: never)."""
         return self.latest.get((component, index), 0.0)
 
+    def last_received(self, component: str, index: int) -> float:
+        """When the node's latest datagram came, by this machine's clock (0.0: never)."""
+        return self.received.get((component, index), 0.0)
+
     def close(self) -> None:
         self.closed = True
         self.sock.close()
 
 
 def start_beating(beat_file: str, host: str, component: str, index: int) -> None:
-    """From now on, tell the supervisor every :data:`ALIVE_EVERY` s that this step is alive (a daemon thread,
+    """From now on, tell the supervisor every :data:`BEAT_EVERY` s that this step is alive (a daemon thread,
     which touches no file: a stalled filesystem does not silence it). Nothing when there is no listener."""
     if (beat_file, component, index) in _beating:  # a step that runs several commands (Ray's) beats once
         return
@@ -99,6 +109,6 @@ def start_beating(beat_file: str, host: str, component: str, index: int) -> None
         while True:
             with contextlib.suppress(OSError):  # the file still speaks for this step
                 sock.sendto(f"{token} {component} {index} {time.time():.3f}".encode(), address)
-            time.sleep(ALIVE_EVERY)
+            time.sleep(BEAT_EVERY)
 
     threading.Thread(target=beat, name="beat", daemon=True).start()

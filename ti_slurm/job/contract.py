@@ -6,7 +6,9 @@ Slurm's own variables (``SLURM_JOB_NODELIST[_HET_GROUP_<n>]``,
 job step, so it imports only the standard library and its siblings.
 
 Ranks come from ``SLURM_NODEID`` (this node's place in its component), never
-from matching addresses. Node names become addresses through the resolver
+from matching addresses. The supervisor names each component's nodes of an attempt in rank order
+(``TI_SLURM_STEP_NODES_<n>``: a spare took a lost node's place, or a component holds spares); then
+they come from there, and this node is ``SLURMD_NODENAME`` among them. Node names become addresses through the resolver
 (``/etc/hosts`` or DNS); ``TI_SLURM_NODE_ADDR`` pins every node to one
 address (the local runner uses 127.0.0.1).
 """
@@ -171,6 +173,8 @@ def job_layout(plan: JobPlan, env: Mapping[str, str], shared: Mapping[str, str] 
         partitions = [
             env.get(f"SLURM_JOB_PARTITION_HET_GROUP_{g}", env.get("SLURM_JOB_PARTITION", "")) for g in range(n)
         ]
+    if env.get("TI_SLURM_STEP_NODES_0"):  # the supervisor's choice of this attempt's nodes, in rank order
+        nodelists = [_get(env, f"TI_SLURM_STEP_NODES_{c}") for c in range(n)]
     nodes = tuple(tuple(expand(text)) for text in nodelists)
     for comp, names in zip(plan.components, nodes, strict=True):
         if len(names) != comp.nodes:
@@ -180,6 +184,17 @@ def job_layout(plan: JobPlan, env: Mapping[str, str], shared: Mapping[str, str] 
     per_node = env.get("TI_SLURM_PORT_PER_NODE") == "1"
     resolver = make_resolver(env, shared)
     return JobLayout(job_id, nodes, job_ports(plan, job_id, nodes, per_node), tuple(partitions), resolver)
+
+
+def node_index(env: Mapping[str, str], names: tuple[str, ...]) -> int:
+    """This node's place in its component: ``SLURMD_NODENAME`` among the attempt's nodes the supervisor named,
+    else ``SLURM_NODEID``."""
+    if not env.get("TI_SLURM_STEP_NODES_0"):
+        return _int(env, "SLURM_NODEID")
+    me = _get(env, "SLURMD_NODENAME")
+    if me not in names:
+        raise ContractError(f"node {me} is not one of this attempt's nodes ({','.join(names)[:200]})")
+    return names.index(me)
 
 
 def rdma_env(plan: JobPlan, component: int, partition: str) -> dict[str, str]:
@@ -221,7 +236,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     layout = job_layout(plan, env, shared)
     if not 0 <= component < len(layout.nodes):
         raise ContractError(f"component {component} is not a component of this {plan.mode} job")
-    index = _int(env, "SLURM_NODEID")
+    index = node_index(env, layout.nodes[component])
     if index >= len(layout.nodes[component]):
         raise ContractError(f"SLURM_NODEID={index} is outside component {plan.components[component].name}")
     ctx = NodeContext(plan, layout, component, index, job_dir)

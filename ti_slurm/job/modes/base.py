@@ -185,6 +185,13 @@ class Mode:
         """Names of the components of a hand-written job with ``count`` of them (``ti-slurm exec``)."""
         return [self.name]
 
+    def spare_component(self, components: Sequence[Component]) -> int | None:
+        """The component spare nodes join (``spare_nodes``: they take the places of its lost nodes); None: none."""
+        return 0 if len(components) == 1 else None
+
+    # why spare_component refused (the spec's one line)
+    spares_refused: ClassVar[str] = "this mode takes no spare nodes"
+
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:
         """Upper bounds, in bytes, of variables whose size grows with the job (checked at submit)."""
         return {}

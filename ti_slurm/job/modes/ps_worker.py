@@ -14,6 +14,8 @@ from ti_slurm.job.modes.base import Mode, Rule, component
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ti_slurm.core.plan import Component, JobPlan
     from ti_slurm.job.modes.base import NodeContext, SpecView
 
@@ -42,6 +44,9 @@ class PSWorker(Mode):
 
     def component_names(self, count: int) -> list[str]:
         return list(self.role_fields)
+
+    def spare_component(self, components: Sequence[Component]) -> int | None:
+        return [c.name for c in components].index("worker")  # a lost parameter server requeues the job
 
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:
         from ti_slurm.core.environ import env_string_size

@@ -17,6 +17,8 @@ from ti_slurm.job.modes.base import Mode, Rule, component
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ti_slurm.core.plan import Component, JobPlan
     from ti_slurm.job.modes.base import NodeContext, NodeRunView, SpecView
 
@@ -53,6 +55,11 @@ class Ray(Mode):
 
     def component_names(self, count: int) -> list[str]:
         return ["head"] + [f"worker{i}" for i in range(1, count)]
+
+    def spare_component(self, components: Sequence[Component]) -> int | None:
+        return 1 if len(components) == 2 else None  # the one worker group (a lost head requeues the job)
+
+    spares_refused = "spare nodes join ray's one worker group: a job of several worker groups takes none"
 
     def role(self, ctx: NodeContext) -> str:
         return "head" if ctx.component == 0 else "worker"

@@ -83,12 +83,16 @@ def in_place_restarts(events: Sequence[Mapping[str, Any]]) -> int:
     return sum(1 for e in events if e.get("event") == "end" and e.get("in_place") is True)
 
 
-def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int) -> bool:
+def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int, replaced: Mapping[str, str] | None) -> bool:
     """Whether an attempt that ended so goes on in the same allocation: a failure or a hang that
-    ``restart.on`` lists, with in-place restarts left. A lost node, a time limit or a preemption end the
-    allocation's use (those requeue); so does a cancel, which has no cause."""
+    ``restart.on`` lists, or a lost node when ``replaced`` names a spare for each lost node, with in-place
+    restarts left. A lost node without a spare, a time limit or a preemption end the allocation's use
+    (those requeue); so does a cancel, which has no cause."""
     cause = outcome.cause
-    return cause in IN_PLACE_CAUSES and cause in plan.restart_on and used < plan.restart_in_place
+    if cause == "node_fail" and not replaced:
+        return False
+    causes = (*IN_PLACE_CAUSES, "node_fail")
+    return cause in causes and cause in plan.restart_on and used < plan.restart_in_place
 
 
 def decide_requeue(plan: JobPlan, outcome: Outcome, requeues: int, can_requeue: bool) -> None:

@@ -17,11 +17,12 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from ti_slurm.core.files import write_atomic
-from ti_slurm.core.hostlist import expand
+from ti_slurm.core.hostlist import compress, expand
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.job import main_command
@@ -60,11 +61,18 @@ class Launcher(Protocol):
     # node's step sees as TI_SLURM_ATTEMPT (its TI_SLURM_RESTART_COUNT) and which marks its stop and signal files.
     attempt: int
 
-    def node_names(self, component: int) -> list[str]: ...
+    def node_names(self, component: int) -> list[str]:
+        """The nodes Slurm allocated to the component (its spares too)."""
+
+    def assign(self, nodes: list[list[str]]) -> None:
+        """The nodes each component's commands run on from the next start, in rank order (a spare may have
+        taken a lost node's place): each node's step finds its own place among them."""
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]: ...
 
-    def stop(self, launch: Launch, grace: float) -> None: ...
+    def stop(self, launch: Launch, grace: float, ended: Callable[[], bool] | None = None) -> None:
+        """Stop ``launch`` within ``grace`` (and a margin); ``ended``: whether the nodes it still waits for
+        (not the lost ones) are done, so that it need not wait out a lost node."""
 
     def stop_leftovers(self, grace: float) -> None:
         """Stop what stopped or dead node steps left behind, where this launcher can (after every stop)."""
@@ -91,12 +99,23 @@ class SlurmLauncher:
         self.restart_count = int(count) if count.isdigit() else 0
         self.attempt = self.restart_count
         self.control: SlurmControl | None = SlurmControl(self.environ)
+        self.step_nodes: list[list[str]] = []  # the supervisor's choice (assign); []: Slurm's lists
 
     def node_names(self, component: int) -> list[str]:
         text = self.environ.get(f"SLURM_JOB_NODELIST_HET_GROUP_{component}") or self.environ.get(
             "SLURM_JOB_NODELIST", ""
         )
         return expand(text) if text else []
+
+    def assign(self, nodes: list[list[str]]) -> None:
+        self.step_nodes = [list(names) for names in nodes]
+
+    def step_env(self) -> dict[str, str]:
+        """The environment of the attempt's steps: the attempt, and each component's nodes in rank order."""
+        env = {**self.environ, "TI_SLURM_ATTEMPT": str(self.attempt)}
+        for c, names in enumerate(self.step_nodes):
+            env[f"TI_SLURM_STEP_NODES_{c}"] = hostlist_text(names)
+        return env
 
     def srun_args(self, plan: JobPlan, component: int, nodes: list[int]) -> list[str]:
         comp = plan.components[component]
@@ -115,23 +134,27 @@ class SlurmLauncher:
             f"--job-name={comp.name}",
             f"--output={log}",
         ]
-        if len(nodes) < comp.nodes:
-            args.append(f"--nodelist={','.join(self.node_names(component)[i] for i in nodes)}")
+        if self.attempt > self.restart_count:
+            # a restart in place: the earlier attempt's step may live on in Slurm's books (its lost node's part
+            # ends when Slurm gives the node up), and would hold these nodes' CPUs until then
+            args.append("--overlap")
+        names = self.step_nodes[component] if self.step_nodes else self.node_names(component)
+        if len(nodes) < comp.allocated or names != self.node_names(component)[: len(names)]:
+            args.append(f"--nodelist={hostlist_text([names[i] for i in nodes])}")
         return args + node_command(plan, component, self.job_dir)
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
         os.makedirs(JobPaths(self.job_dir).logs_dir, exist_ok=True)  # srun cannot start a step without it
-        env = {**self.environ, "TI_SLURM_ATTEMPT": str(self.attempt)}
-        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=env)
+        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.step_env())
         return [Launch(component, plan.components[component].name, nodes, proc)]
 
-    def stop(self, launch: Launch, grace: float) -> None:
+    def stop(self, launch: Launch, grace: float, ended: Callable[[], bool] | None = None) -> None:
         # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
         # srun then ends by itself. Not a signal to srun: on SIGTERM it kills the tasks at once, and on
         # Slurm 25.11 one srun of a heterogeneous job getting SIGTERM cancels the whole job, this one too.
         write_atomic(JobPaths(self.job_dir).stop_request(launch.component), f"{self.attempt}\n")
         deadline = time.monotonic() + grace + STOP_MARGIN
-        while launch.proc.poll() is None and time.monotonic() < deadline:
+        while launch.proc.poll() is None and time.monotonic() < deadline and not (ended and ended()):
             time.sleep(POLL_SECONDS)
         if launch.proc.poll() is None:  # a step that does not answer (a lost node srun still waits for)
             launch.proc.kill()  # Slurm ends what is left of the step with the job
@@ -163,6 +186,9 @@ class LocalLauncher:
 
     def node_names(self, component: int) -> list[str]:
         return self.names[component]
+
+    def assign(self, nodes: list[list[str]]) -> None:
+        pass  # every node is this machine: the same names, each step its SLURM_NODEID
 
     def env_for(self, plan: JobPlan, index: int) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -197,7 +223,7 @@ class LocalLauncher:
             launches.append(Launch(component, comp.name, [index], proc))
         return launches
 
-    def stop(self, launch: Launch, grace: float) -> None:
+    def stop(self, launch: Launch, grace: float, ended: Callable[[], bool] | None = None) -> None:
         terminate(launch.proc, grace + 5, group=True)
 
     def stop_leftovers(self, grace: float) -> None:
@@ -215,3 +241,11 @@ class LocalLauncher:
     def pass_signal(self, launch: Launch, signum: int) -> None:
         if launch.proc.poll() is None:
             os.kill(launch.proc.pid, signum)  # the node's step, which passes it to its command
+
+
+def hostlist_text(names: list[str]) -> str:
+    """Names as one hostlist, in their order (``node[01-03,07]``), short even for thousands of nodes."""
+    try:
+        return compress(names)
+    except ValueError:  # a name that is no plain host name: as it is
+        return ",".join(names)

@@ -58,11 +58,12 @@ class Liveness:
         down = control.unreachable_nodes(missing) if missing and control else []
         return sorted(silent | set(down))
 
-    def frozen(self, launches: Sequence[Launch]) -> list[tuple[str, int, str]]:
+    def frozen(self, launches: Sequence[Launch], udp_after: float = 0.0) -> list[tuple[str, int, str]]:
         """(component, index, name) of nodes of running steps that beat over UDP before and have been silent
         on every channel for LOST_AFTER seconds: their step is frozen (SIGSTOP, stuck in the kernel) or their
         node is gone. A node never heard over UDP is not judged: its file alone cannot tell a lost node from
-        a stalled filesystem. The caller leaves out those that recorded their exit meanwhile."""
+        a stalled filesystem. The caller leaves out those that recorded their exit meanwhile. ``udp_after``:
+        judge by the datagrams alone, silent that long (where a spare can take the node's place)."""
         if self.beats is None:
             return []
         now, found = time.time(), []
@@ -71,14 +72,20 @@ class Liveness:
                 continue
             for i in launch.nodes:
                 name = self.names.of(launch, i)
-                beat = self.beats.last(launch.component, i)
-                if beat and name is not None and now - self.last_heard(launch.component, i) > LOST_AFTER:
+                beat = self.beats.last_received(launch.component, i)
+                if udp_after:
+                    silent = now - beat > udp_after
+                else:
+                    silent = now - self.last_heard(launch.component, i) > LOST_AFTER
+                if beat and name is not None and silent:
                     found.append((launch.component, i, name))
         return found
 
-    def frozen_outcome(self, launches: Sequence[Launch], records: NodeRecords) -> Outcome | None:
+    def frozen_outcome(
+        self, launches: Sequence[Launch], records: NodeRecords, udp_after: float = 0.0
+    ) -> Outcome | None:
         """A frozen step, or a node gone before anything noticed (the local runner's): the job cannot go on."""
-        found = self.frozen(launches)
+        found = self.frozen(launches, udp_after)
         if not found:
             return None
         ended = records.snapshot().records  # those ended on their own meanwhile are not frozen

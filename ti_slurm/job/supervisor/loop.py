@@ -16,7 +16,7 @@ from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.job.beat import ALIVE_EVERY
+from ti_slurm.job.beat import ALIVE_EVERY, SWAP_AFTER
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.restart import preempted
 from ti_slurm.job.supervisor import attempts
@@ -25,6 +25,7 @@ from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes
+from ti_slurm.job.supervisor.spares import NodeSet
 from ti_slurm.job.supervisor.steps import Steps
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -41,7 +42,8 @@ class Supervisor:
         self.rule = get_mode(plan.mode).rule
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
         self.log = EventLog(self.paths.status, plan.submission)
-        self.names = NodeNames([launcher.node_names(c) for c in range(len(plan.components))])
+        self.nodes = NodeSet(plan, launcher)  # the allocation's nodes: those the attempt runs on, its spares
+        self.names = self.nodes.names
         self.staging = StagingNotes(self.paths.staging, self.event)  # the nodes' staging copies, for --wait
         self.liveness = Liveness(self.paths, self.names, None)
         self._cancel_signal: int | None = None
@@ -76,9 +78,9 @@ class Supervisor:
                 if self.plan.restart_max and self.requeues >= self.plan.restart_max and self.control:
                     self.control.disable_requeue()  # the last attempt: preemption ends the job now
                 if self.launcher.resolves_names:
-                    share_addresses(self.paths, self.names)
+                    share_addresses(self.paths, NodeNames(self.nodes.allocated))
                 outcome = self.run_attempt()
-            while attempts.restarts_in_place(self.plan, outcome, self.in_place):
+            while attempts.restarts_in_place(self.plan, outcome, self.in_place, self.nodes.replacements(outcome)):
                 outcome = self.restart_in_place(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
@@ -100,11 +102,12 @@ class Supervisor:
         self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
         return outcome
 
-    def run_attempt(self) -> Outcome:
+    def run_attempt(self, replaced: dict[str, str] | None = None) -> Outcome:
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)
-        self.event("start", mode=self.plan.mode, components=components, **code_record(self.plan))
+        spares = {"replaced": replaced} if replaced else {}  # a lost node -> the spare in its place
+        self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         outcome = self.loop()
         if outcome.state is JobState.FAILED and not outcome.cause:
@@ -115,19 +118,21 @@ class Supervisor:
         return outcome
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
-        """The attempt failed or hung: stop what still runs (the checkpoint signal first), record the end, set
-        its files aside and run the commands again in this allocation, as the next attempt."""
-        self.steps.stop_for_restart()
+        """The attempt failed, hung or lost nodes spares replace: stop what runs (the checkpoint signal first),
+        record the end, set its files aside, run the commands again here (spares in lost nodes' places)."""
+        replaced = self.nodes.replacements(outcome)
+        self.steps.stop_for_restart(outcome.lost_nodes)
         attempts.own_reason(outcome, self.paths.failure(self.plan.outputs))
         outcome.requeue = outcome.in_place = True
         self.history.record_end(outcome)
         self.liveness.close()
         self.history.set_aside(self.attempt)
         self.in_place += 1
-        count = f"{self.in_place} of {self.plan.restart_in_place}"
-        self.say(f"{outcome.state} ({outcome.reason}): restarting in place ({count})")
+        self.say(f"{outcome.state} ({outcome.reason}): restart in place {self.in_place}/{self.plan.restart_in_place}")
+        if replaced:
+            self.names = self.liveness.names = self.nodes.swap(replaced, self.launcher, self.say)
         self.begin_attempt(self.attempt + 1)
-        return self.run_attempt()
+        return self.run_attempt(replaced)
 
     # -- the loop ----------------------------------------------------------------
     def loop(self) -> Outcome:
@@ -150,6 +155,8 @@ class Supervisor:
                     # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
                     if self.control is None:
                         outcome = self.liveness.frozen_outcome(self.steps.launches, self.records)
+                if outcome is None and self.nodes.any_spare():  # a node gone: a spare takes over within seconds
+                    outcome = self.liveness.frozen_outcome(self.steps.launches, self.records, SWAP_AFTER)
             if outcome is not None:
                 return outcome
             time.sleep(POLL_SECONDS)
@@ -165,11 +172,6 @@ class Supervisor:
     def may_restart(self) -> bool:
         """Could a SIGTERM be Slurm requeueing the job (rather than a cancel)? Then Slurm is asked."""
         return (self.plan.restart_max > 0 or bool(self.plan.checkpoint_signal)) and self.control is not None
-
-    def cancelled(self) -> Outcome:
-        return Outcome(
-            JobState.CANCELLED, f"received signal {signal.Signals(self._cancel_signal or signal.SIGTERM).name}"
-        )
 
     def begin_interrupt(self, signum: int, job: dict[str, str] | None = None) -> None:
         """The checkpoint signal came: why (time limit or preemption), until when, and pass it to every node.
@@ -196,7 +198,7 @@ class Supervisor:
         (preemption, node failure), or a preemption where the site sends SIGTERM instead of the job's
         signal (then None: the commands save in the grace time, and a second SIGTERM ends it)."""
         if not self.may_restart:
-            return self.cancelled()
+            return cancelled(self._cancel_signal)
         outcome = self.interrupted_by_slurm()
         if outcome is None:
             self._cancel_signal = None
@@ -210,7 +212,7 @@ class Supervisor:
             if preempted(job):
                 self.begin_interrupt(signal.SIGTERM, job)
                 return None
-            return self.cancelled()
+            return cancelled(self._cancel_signal)
         if self.interrupt is not None:  # the preemption (or time limit) whose grace time Slurm ended
             self.interrupt.requeued_by_slurm = True
             return self.interrupt
@@ -230,7 +232,12 @@ class Supervisor:
             return outcome
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
-        return self.cancelled()
+        return cancelled(self._cancel_signal)
+
+
+def cancelled(signum: int | None) -> Outcome:
+    """The job was cancelled: by ``signum`` (SIGTERM when none was heard)."""
+    return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(signum or signal.SIGTERM).name}")
 
 
 def share_addresses(paths: JobPaths, names: NodeNames) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
@@ -91,17 +91,24 @@ class Steps:
             time.sleep(POLL_SECONDS)
         return snap
 
-    def saved(self) -> bool:
+    def saved(self, lost: Sequence[str] = ()) -> bool:
         """After the checkpoint signal: whether every node whose success the job needs has saved and exited
-        (parameter servers and Ray's worker daemons are then stopped, as at a normal end)."""
+        (parameter servers and Ray's worker daemons are then stopped, as at a normal end); a launch that
+        still waits for ``lost`` nodes counts once its other nodes are done."""
         for launch in self.launches:
             self.reaped(launch)
-        return all(x.exit_code is not None for x in self.required)
+        return all(x.exit_code is not None or (lost and self.done_but(x, lost)) for x in self.required)
 
-    def stop_for_restart(self) -> None:
+    def done_but(self, launch: Launch, lost: Sequence[str]) -> bool:
+        """Whether every node of ``launch`` but the lost ones recorded its exit."""
+        ended = self.records.snapshot().records
+        return all((launch.component, i) in ended or self.names.of(launch, i) in lost for i in launch.nodes)
+
+    def stop_for_restart(self, lost: Sequence[str] = ()) -> None:
         """Stop what still runs before the commands start again: those whose success the job needs get the
         checkpoint signal first and the stop grace to save and exit (parameter servers and Ray's worker
-        daemons save nothing: they are stopped at once), then everything is stopped as at an end."""
+        daemons save nothing: they are stopped at once), then everything is stopped as at an end. Nothing
+        waits for ``lost`` nodes."""
         saving = [x for x in self.required if x.exit_code is None]
         if self.plan.checkpoint_signal and saving:
             signum = getattr(signal, f"SIG{self.plan.checkpoint_signal}")
@@ -109,16 +116,17 @@ class Steps:
                 launch.stopping = True
                 self.launcher.pass_signal(launch, signum)
             deadline = time.monotonic() + self.plan.stop_grace
-            while not self.saved() and time.monotonic() < deadline:
+            while not self.saved(lost) and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
-        self.stop_running()
+        self.stop_running(lost)
 
-    def stop_running(self) -> None:
+    def stop_running(self, lost: Sequence[str] = ()) -> None:
         running = [launch for launch in self.launches if launch.exit_code is None]
         for launch in running:
             launch.stopping = True
         for launch in running:
-            self.launcher.stop(launch, self.plan.stop_grace)
+            ended = (lambda x=launch: self.done_but(x, lost)) if lost else None
+            self.launcher.stop(launch, self.plan.stop_grace, ended)
             launch.exit_code = exit_code(launch.proc.returncode)
             with contextlib.suppress(OSError):  # stopping matters more than its record
                 self.launch_exit_event(launch, self.records.snapshot(launch))
