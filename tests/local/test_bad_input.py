@@ -66,6 +66,23 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
             "restart.in_place",
         ),
         (
+            "spare-no-restart.yaml",
+            "mode: ddp\nnodes: 2\ncommand: x\nspare_nodes: 1\n",
+            "spare_nodes: 1: a spare takes a lost node's place when the job restarts in place; "
+            "set restart.in_place and list node_fail in restart.on",
+        ),
+        (
+            "spare-ray-groups.yaml",
+            "mode: ray\ncommand: x\nhead: {}\nworker_groups: [{nodes: 1}, {nodes: 2}]\nspare_nodes: 1\n"
+            "restart: {on: [node_fail], in_place: 1}\n",
+            "spare_nodes: 1: spare nodes join ray's one worker group: a job of several worker groups takes none",
+        ),
+        (
+            "spare-neg.yaml",
+            "mode: ddp\nnodes: 2\ncommand: x\nspare_nodes: -1\n",
+            "spare_nodes",
+        ),
+        (
             "ma-env.yaml",
             "mode: ddp\nplatform: modelarts\nnodes: 2\ncommand: x\nenv:\n  MA_NUM_HOSTS: 4\n",
             "env.MA_NUM_HOSTS: '4': MA_* variables are set by platform modelarts on every node",

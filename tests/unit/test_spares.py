@@ -1,0 +1,107 @@
+"""Spare nodes: which nodes an attempt runs on, what the spec and the script say, and each node's place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from supervisor_fakes import FakeLauncher, events
+
+from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.job.contract import node_contract
+from ti_slurm.job.supervisor.judge import Outcome
+from ti_slurm.job.supervisor.loop import Supervisor
+from ti_slurm.job.supervisor.spares import NodeSet
+from ti_slurm.planning import make_plan
+from ti_slurm.script import render
+from ti_slurm.spec import load_spec
+
+
+def plan_of(spares: int = 1, nodes: int = 2, **fields: object) -> JobPlan:
+    restart = {"restart_max": 0, "restart_on": ("node_fail", "failure"), "restart_in_place": 2}
+    comp = Component("ddp", nodes, 0, 1, spares=spares)
+    return JobPlan("t", "ddp", "true", (comp,), submission="s1", **(restart | fields))  # type: ignore[arg-type]
+
+
+def lost(*names: str) -> Outcome:
+    outcome = Outcome(JobState.NODE_FAIL, "lost", cause="node_fail")
+    outcome.lost_nodes = list(names)
+    return outcome
+
+
+def test_a_lost_node_gets_a_spare_in_its_place_and_is_never_used_again(tmp_path: Path) -> None:
+    launcher = FakeLauncher(plan_of(spares=2), tmp_path, {})
+    nodes = NodeSet(plan_of(spares=2), launcher)
+    assert nodes.running == [["ddp-host0", "ddp-host1"]] and nodes.spares(0) == ["ddp-host2", "ddp-host3"]
+    replaced = nodes.replacements(lost("ddp-host0"))
+    assert replaced == {"ddp-host0": "ddp-host2"}
+    names = nodes.swap(replaced, launcher, lambda text: None)
+    assert names.per_component == [["ddp-host2", "ddp-host1"]]  # the spare has the lost node's rank
+    assert launcher.assigned[-1] == [["ddp-host2", "ddp-host1"]]
+    assert nodes.spares(0) == ["ddp-host3"]  # the lost node is no spare
+    assert nodes.replacements(lost("ddp-host1", "ddp-host2")) is None  # two lost, one spare left
+    assert nodes.replacements(Outcome(JobState.FAILED, "x")) is None  # nothing lost
+
+
+def test_a_lost_node_restarts_in_place_on_a_spare_and_the_job_completes(tmp_path: Path) -> None:
+    from tests.unit.test_restart import FakeControl
+
+    plan = plan_of()
+    control = FakeControl(down=("ddp-host1",))
+    # attempt 0: node 1 leaves no record (its node died), node 0 fails when its peer vanishes; then all is well
+    script = {"ddp-0@0": (1, 0), "ddp-1@0": (None, 0)}
+    launcher = FakeLauncher(plan, tmp_path, script, control=control)
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    assert outcome.state is JobState.COMPLETED, outcome.reason
+    starts = [e for e in events(tmp_path) if e["event"] == "start"]
+    assert [s["components"][0]["nodes"] for s in starts] == [["ddp-host0", "ddp-host1"], ["ddp-host0", "ddp-host2"]]
+    assert starts[1]["replaced"] == {"ddp-host1": "ddp-host2"}
+    end = next(e for e in events(tmp_path) if e["event"] == "end")
+    assert (end["cause"], end["lost_nodes"], end["in_place"]) == ("node_fail", ["ddp-host1"], True)
+    assert control.requeued == []  # no trip through the queue
+
+
+def test_without_a_spare_left_a_lost_node_requeues_as_before(tmp_path: Path) -> None:
+    from tests.unit.test_restart import FakeControl
+
+    plan = plan_of(spares=0, restart_max=1)
+    control = FakeControl(down=("ddp-host1",))
+    launcher = FakeLauncher(plan, tmp_path, {"ddp-0": (1, 0), "ddp-1": (None, 0)}, control=control)
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    assert (outcome.state, outcome.requeue) == (JobState.NODE_FAIL, True)
+    assert control.requeued == [(["ddp-host1"], False)]
+
+
+def spec_file(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "job.yaml").write_text(text)
+    return tmp_path / "job.yaml"
+
+
+def test_spares_are_allocated_with_the_job_and_slurm_keeps_it_when_one_is_lost(tmp_path: Path) -> None:
+    text = "mode: ddp\nnodes: 4\ncommand: x\nspare_nodes: 2\nrestart: {max: 1, on: [node_fail], in_place: 3}\n"
+    plan = make_plan(load_spec(spec_file(tmp_path, text)))
+    assert (plan.components[0].nodes, plan.components[0].spares, plan.total_nodes) == (4, 2, 4)
+    script = render(plan)
+    assert '#SBATCH --nodes="6"' in script and "#SBATCH --no-kill\n" in script
+
+
+def test_spares_join_the_workers_of_a_ps_worker_job(tmp_path: Path) -> None:
+    text = "mode: ps-worker\ncommand: x\nps: {nodes: 1}\nworker: {nodes: 2}\nspare_nodes: 1\n"
+    plan = make_plan(load_spec(spec_file(tmp_path, text + "restart: {on: [node_fail], in_place: 1}\n")))
+    assert [(c.name, c.nodes, c.spares) for c in plan.components] == [("ps", 1, 0), ("worker", 2, 1)]
+
+
+def test_each_node_takes_its_place_from_the_attempts_nodes_not_slurms_order(tmp_path: Path) -> None:
+    plan = plan_of()
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": "n[1-3]",  # the allocation: n2 was lost, n3 (the spare) took its place
+        "SLURM_NODEID": "1",  # the step's own count, not the rank
+        "TI_SLURM_STEP_NODES_0": "n1,n3",
+        "SLURMD_NODENAME": "n3",
+        "TI_SLURM_NODE_ADDR": "10.0.0.9",
+    }
+    contract = node_contract(plan, env, 0, str(tmp_path))
+    assert (contract.index, contract.node, contract.rank) == (1, "n3", 1)
+    assert contract.env["NODE_LIST"] == "n1:0,n3:0" and contract.env["MASTER_ADDR"] == "10.0.0.9"
+    assert contract.env["WORLD_SIZE"] == "2"
