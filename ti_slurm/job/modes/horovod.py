@@ -11,12 +11,24 @@ from ti_slurm.job.modes.mpi import MPI
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ti_slurm.core.plan import Component
     from ti_slurm.job.modes.base import NodeContext, NodeRunView
 
 
 class Horovod(MPI):
     name = "horovod"
     rule = Rule(launcher_only=True)
+
+    def spare_component(self, components: Sequence[Component]) -> int | None:
+        return None
+
+    # the workers run no step of their own (mpirun starts their processes), so no beat says one is lost
+    spares_refused = (
+        "horovod's workers run no step of their own until mpirun starts them: a lost one cannot be told "
+        "in seconds, so horovod takes no spare nodes (mode mpi does)"
+    )
 
     def runs_command(self, ctx: NodeContext) -> bool:
         return ctx.global_index == 0
