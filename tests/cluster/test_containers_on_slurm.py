@@ -210,15 +210,19 @@ def test_cancel_leaves_no_container_and_no_process(tmp_path: Path, runtime: str)
     assert processes_matching(runtime_processes)
     assert run_cli("cancel", job.id, env=job.env).returncode == 0
     patterns = (command, runtime_processes, re.escape(str(tmp_path / "out")))
+
+    def crun_state() -> list[Path]:  # crun's state of the job's containers, deleted once each has exited
+        return list(Path("/run/crun-slurm").glob(f"*/*.{job.id}.*"))
+
     deadline = time.monotonic() + 60
-    while any(processes_matching(p) for p in patterns) and time.monotonic() < deadline:
+    while (any(processes_matching(p) for p in patterns) or crun_state()) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert processes_matching(command) == []
     assert processes_matching(runtime_processes) == []
     assert processes_matching(str(tmp_path / "out")) == []
     assert job.status()["state"] == "CANCELLED"
     if runtime == "oci":  # crun's state of the job's containers: gone
-        assert not [p for p in Path("/run/crun-slurm").glob(f"*/*.{job.id}.*")]
+        assert crun_state() == []
     else:  # enroot's mounts of the image: gone
         assert image not in Path("/proc/mounts").read_text()
 
