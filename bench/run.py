@@ -653,8 +653,8 @@ def killed_and_rerun(marks: Path, job: str, nodes: int) -> float:
         return max(float((marks / f"run-1-{index}").read_text().split()[0]) for index in range(nodes)) - killed
     finally:
         subprocess.run(["scancel", job], check=False)
+        sh([NODE_FAULT, "revive", node])  # first: a job may not end while its lost node is still down
         wait_gone(job)
-        sh([NODE_FAULT, "revive", node])
 
 
 def case_spare_swap(tmp: Path) -> list[Row]:
