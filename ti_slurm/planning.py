@@ -66,7 +66,7 @@ def components(spec: JobSpec) -> tuple[Component, ...]:
         for comp in mode.components(spec)
     ]
     if spec.spare_nodes:  # the spec checked that the mode names a component spares join
-        joined = mode.spare_component(comps) or 0
+        joined = mode.resizable_component(comps) or 0
         comps[joined] = comps[joined].replace(spares=spec.spare_nodes)
     return tuple(comps)
 

@@ -252,9 +252,11 @@ def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
         if part is None:
             return f"partition {name!r} does not exist (partitions: {', '.join(sorted(partitions))})"
         where = f"{comp.name}: " if plan.heterogeneous else ""
-        if comp.allocated > part.nodes:
-            spares = f" ({comp.nodes} and {comp.spares} spare)" if comp.spares else ""
-            return f"{where}{comp.allocated} nodes asked{spares}, partition {name} has {part.nodes}"
+        fewest = comp.fewest + comp.spares
+        if fewest > part.nodes:
+            at_least = "at least " if comp.elastic else ""
+            spares = f" ({comp.fewest} and {comp.spares} spare)" if comp.spares else ""
+            return f"{where}{at_least}{fewest} nodes asked{spares}, partition {name} has {part.nodes}"
         for kind, (asked, what) in {
             "gpu": (comp.gpus_per_node, "GPUs"),
             plan.npu_gres: (comp.npus_per_node, "NPUs"),

@@ -47,7 +47,7 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
     if first:
         opt("job-name", plan.name)
         opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
-    opt("nodes", comp.allocated)
+    opt("nodes", comp.node_request)
     opt("ntasks-per-node", 1)
     opt("cpus-per-task", comp.cpus_per_node)
     gres = plan.gres_per_node(comp)

@@ -18,14 +18,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -34,6 +37,7 @@ from pydantic import (
 
 from ti_slurm.core.choices import CONTAINER_RUNTIMES, DEFAULT_RESTART_ON, IN_PLACE_CAUSES, RESTART_CAUSES
 from ti_slurm.core.environ import MAX_ENV_STRING
+from ti_slurm.core.plan import Component
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
 
@@ -117,11 +121,20 @@ class _Strict(BaseModel):
     def _no_bool_as_number(cls, v: object, info: ValidationInfo) -> object:
         """``nodes: true`` is not 1: a true/false where the field takes no true/false is refused."""
         if isinstance(v, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            kinds = {annotation, *get_args(annotation)}
+            kinds = _kinds(cls.model_fields[info.field_name].annotation)
             if bool not in kinds and kinds & {int, float}:
                 raise ValueError("expected a number, not true/false")
         return v
+
+
+def _kinds(annotation: object) -> set[object]:
+    """The types a field's annotation admits, through unions and ``Annotated``."""
+    args = get_args(annotation)
+    if get_origin(annotation) is Annotated:
+        return _kinds(args[0])
+    if args and get_origin(annotation) in (Union, UnionType):
+        return {kind for arg in args for kind in _kinds(arg)}
+    return {annotation}
 
 
 _MOUNT_OPTIONS = ("ro", "rw")
@@ -176,10 +189,35 @@ def parse_mount(text: str) -> tuple[str, str, str]:
     return src, dst, option
 
 
+class NodeRange(_Strict):
+    """``nodes: {min: 6, max: 8}``: elastic size. Slurm gives the job what it can in the range
+    (``--nodes=6-8``), and a job that loses a node with no spare left goes on with fewer, down to ``min``."""
+
+    min: int = Field(ge=1, le=65536)
+    max: int = Field(ge=1, le=65536)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> NodeRange:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is more than max ({self.max})")
+        return self
+
+
+def _number_or_range(v: object) -> str:
+    return "range" if isinstance(v, dict | NodeRange) else "number"
+
+
+# `nodes: 4` or `nodes: {min: 2, max: 4}`; the form decides which is checked (an error says that form's fault)
+NodeCount = Annotated[
+    Annotated[Annotated[int, Field(ge=1, le=65536)], Tag("number")] | Annotated[NodeRange, Tag("range")],
+    Discriminator(_number_or_range),
+]
+
+
 class ComponentSpec(_Strict):
     """Resources of one role's nodes (a Slurm heterogeneous job component)."""
 
-    nodes: int = Field(default=1, ge=1, le=65536)
+    nodes: NodeCount = 1
     gpus_per_node: int | None = Field(default=None, ge=0, le=64)
     npus_per_node: int | None = Field(default=None, ge=0, le=64)
     cpus_per_node: float | None = Field(default=None, gt=0, le=4096)
@@ -301,7 +339,7 @@ class JobSpec(_Strict):
     mode: str
     command: str = Field(min_length=1)
     # single-group modes (ddp, mpi, horovod); defaults for every role otherwise
-    nodes: int | None = Field(default=None, ge=1, le=65536)
+    nodes: NodeCount | None = None  # a number, or {min, max}: elastic size
     gpus_per_node: int = Field(default=0, ge=0, le=64)
     npus_per_node: int = Field(default=0, ge=0, le=64)  # Ascend NPUs: Slurm GRES npu, and a rank table
     cpus_per_node: float = Field(default=1, gt=0, le=4096)
@@ -460,7 +498,7 @@ class JobSpec(_Strict):
         if mode.role_fields and self.nodes is not None:
             raise SpecError("nodes", self.nodes, f"mode {self.mode} sets nodes per role, not at the top level")
         mode.check_spec(self)
-        check_spares(self)
+        check_sizes(self)
         check_signal_fits_time(self)
         leaves_the_platform_its_own(self.platform, self.env)
         check_channels(self.inputs)
@@ -499,13 +537,12 @@ def check_signal_fits_time(spec: JobSpec) -> None:
         raise SpecError("signal.before", signal.before, f"is not less than the time limit ({spec.time} = {limit} s)")
 
 
-def check_spares(spec: JobSpec) -> None:
-    """Spare nodes take lost nodes' places in restarts in place, and join the component the mode names."""
+def check_sizes(spec: JobSpec) -> None:
+    """Spare nodes take lost nodes' places in restarts in place; they, and a range of nodes (elastic size),
+    go to the one component the mode lets change in number."""
     if spec.restart is not None:
         spec.restart.check_in_place(spec.spare_nodes)
-    if not spec.spare_nodes:
-        return
-    if spec.restart is None or not spec.restart.in_place or "node_fail" not in spec.restart.on:
+    if spec.spare_nodes and (spec.restart is None or not spec.restart.in_place or "node_fail" not in spec.restart.on):
         raise SpecError(
             "spare_nodes",
             spec.spare_nodes,
@@ -513,8 +550,38 @@ def check_spares(spec: JobSpec) -> None:
             "set restart.in_place and list node_fail in restart.on",
         )
     mode = get_mode(spec.mode)
-    if mode.spare_component(mode.components(spec)) is None:
-        raise SpecError("spare_nodes", spec.spare_nodes, mode.spares_refused)
+    comps = mode.components(spec)
+    resizable = mode.resizable_component(comps)
+    fields = node_fields(spec)
+    for c, comp in enumerate(comps):
+        if comp.elastic and resizable is None:
+            raise SpecError(fields[c], _plain_range(comp), mode.fixed_size)
+        if comp.elastic and c != resizable:
+            only = fields[resizable or 0]
+            why = f"the {comp.name} nodes of mode {spec.mode} are fixed in number; only {only} may be a range"
+            raise SpecError(fields[c], _plain_range(comp), why)
+    if spec.spare_nodes and resizable is None:
+        raise SpecError("spare_nodes", spec.spare_nodes, mode.fixed_size)
+
+
+def node_fields(spec: JobSpec) -> list[str]:
+    """The spec field that sizes each component, in the components' order: ``nodes``, ``worker.nodes``,
+    ``worker_groups.0.nodes``."""
+    mode = get_mode(spec.mode)
+    if not mode.role_fields:
+        return ["nodes"]
+    fields = []
+    for key in mode.role_fields:
+        value = getattr(spec, key)
+        if isinstance(value, list):
+            fields += [f"{key}.{i}.nodes" for i in range(len(value))]
+        else:
+            fields.append(f"{key}.nodes")
+    return fields
+
+
+def _plain_range(comp: Component) -> dict[str, int]:
+    return {"min": comp.fewest, "max": comp.nodes}
 
 
 def time_limit_seconds(text: str | None) -> int | None:
@@ -567,9 +634,13 @@ def parse_spec(data: object) -> JobSpec:
         raise _one_line(exc) from None
 
 
+_FORMS = ("number", "range")
+
+
 def _one_line(exc: ValidationError) -> SpecError:
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    parts = err["loc"]  # without the tag of the form a `nodes` field took (a number or a range)
+    loc = ".".join(str(p) for i, p in enumerate(parts) if not (i and parts[i - 1] == "nodes" and p in _FORMS))
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field (check the spelling; see the README for the fields)"

@@ -49,7 +49,8 @@ class AttemptStatus:
     in_place: bool = False  # ... in the same allocation (restart.in_place), not through the queue
     nodes: list[str] = field(default_factory=list)
     lost_nodes: list[str] = field(default_factory=list)
-    replaced: dict[str, str] = field(default_factory=dict)  # a lost node -> the spare that took its place
+    # a lost node -> the spare that took its place (None: the job went on without it, its size elastic)
+    replaced: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,7 +108,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             attempt = _attempt(status, ev)
             attempt.started = _number(ev.get("time"))
             attempt.nodes = [n for c in status.components for n in c.nodes]
-            attempt.replaced = {str(k): str(v) for k, v in _mapping(ev.get("replaced")).items()}
+            attempt.replaced = {str(k): None if v is None else str(v) for k, v in _mapping(ev.get("replaced")).items()}
         elif kind == "staging":
             status.staging = _staging(ev.get("nodes"))
         elif kind == "step-exit":
@@ -237,7 +238,10 @@ def format_status(status: JobStatus) -> str:
             end += (" -> restarted in place" if a.in_place else " -> requeued") if a.requeued else ""
             lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
             for lost, spare in a.replaced.items():
-                lines.append(f"  {'':<8} spare {spare} took the place of lost node {lost}")
+                if spare:
+                    lines.append(f"  {'':<8} spare {spare} took the place of lost node {lost}")
+                else:
+                    lines.append(f"  {'':<8} went on without lost node {lost}, on {len(a.nodes)} nodes")
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")
         for comp in status.components:

@@ -64,6 +64,14 @@ SPECS: dict[str, dict[str, object]] = {
         "signal": {"name": "SIGUSR1", "before": 300},
         "watchdog": {"silence": 600},
     },
+    "elastic": {
+        "mode": "ps-worker",
+        "command": "python train.py",
+        "ps": {"nodes": 1},
+        "worker": {"nodes": {"min": 2, "max": 4}},
+        "spare_nodes": 1,
+        "restart": {"max": 1, "on": ["node_fail", "failure"], "in_place": 2},
+    },
     "hostile": {
         "name": "x",
         "mode": "ddp",

@@ -75,12 +75,31 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
             "spare-ray-groups.yaml",
             "mode: ray\ncommand: x\nhead: {}\nworker_groups: [{nodes: 1}, {nodes: 2}]\nspare_nodes: 1\n"
             "restart: {on: [node_fail], in_place: 1}\n",
-            "spare_nodes: 1: spare nodes join ray's one worker group: a job of several worker groups takes none",
+            "spare_nodes: 1: spare nodes and a range of nodes go to ray's one worker group: "
+            "a job of several worker groups takes neither",
         ),
         (
             "spare-neg.yaml",
             "mode: ddp\nnodes: 2\ncommand: x\nspare_nodes: -1\n",
             "spare_nodes",
+        ),
+        (
+            "range-backwards.yaml",
+            "mode: ddp\nnodes: {min: 3, max: 2}\ncommand: x\n",
+            "nodes: {'min': 3, 'max': 2}: min (3) is more than max (2)",
+        ),
+        ("range-zero.yaml", "mode: ddp\nnodes: {min: 0, max: 2}\ncommand: x\n", "nodes.min: 0:"),
+        ("range-bool.yaml", "mode: ddp\nnodes: true\ncommand: x\n", "nodes: True: expected a number, not true/false"),
+        (
+            "range-ps.yaml",
+            "mode: ps-worker\ncommand: x\nps: {nodes: {min: 1, max: 2}}\nworker: {nodes: 2}\n",
+            "ps.nodes: {'min': 1, 'max': 2}: the ps nodes of mode ps-worker are fixed in number; "
+            "only worker.nodes may be a range",
+        ),
+        (
+            "range-horovod.yaml",
+            "mode: horovod\ncommand: x\nnodes: {min: 2, max: 4}\n",
+            "nodes: {'min': 2, 'max': 4}: horovod's workers run no step of their own",
         ),
         (
             "ma-env.yaml",

@@ -40,8 +40,12 @@ class FakeLauncher:
         script: dict[str, tuple[int | None, int]],
         control: Any = None,
         restart_count: int = 0,
+        given: list[int] | None = None,
+        resolves_names: bool = False,
     ) -> None:
         self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script
+        self.given = given  # how many nodes Slurm gave each component (default: all it asked, spares too)
+        self.resolves_names = resolves_names  # as Slurm's launcher: each node a name of its own
         self.control, self.restart_count = control, restart_count
         self.attempt = restart_count  # the supervisor sets it for each attempt
         self.stopped: list[str] = []
@@ -50,7 +54,8 @@ class FakeLauncher:
 
     def node_names(self, component: int) -> list[str]:
         comp = self.plan.components[component]
-        return [f"{comp.name}-host{i}" for i in range(comp.allocated)]
+        count = comp.allocated if self.given is None else self.given[component]
+        return [f"{comp.name}-host{i}" for i in range(count)]
 
     def assign(self, nodes: list[list[str]]) -> None:
         self.assigned.append([list(names) for names in nodes])

@@ -1,13 +1,16 @@
-"""Spare nodes: which nodes an attempt runs on, what the spec and the script say, and each node's place."""
+"""Spare nodes and elastic size: which nodes an attempt runs on, what the spec and the script say, and each
+node's place and count."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from supervisor_fakes import FakeLauncher, events
 
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
+from ti_slurm.errors import ContractError
 from ti_slurm.job.contract import node_contract
 from ti_slurm.job.supervisor.judge import Outcome
 from ti_slurm.job.supervisor.loop import Supervisor
@@ -105,3 +108,84 @@ def test_each_node_takes_its_place_from_the_attempts_nodes_not_slurms_order(tmp_
     assert (contract.index, contract.node, contract.rank) == (1, "n3", 1)
     assert contract.env["NODE_LIST"] == "n1:0,n3:0" and contract.env["MASTER_ADDR"] == "10.0.0.9"
     assert contract.env["WORLD_SIZE"] == "2"
+
+
+# -- elastic size: nodes: {min, max} ----------------------------------------------------------------------
+
+
+def elastic_plan(most: int = 3, fewest: int = 2, spares: int = 0) -> JobPlan:
+    return plan_of().replace(components=(Component("ddp", most, 0, 1, spares=spares, min_nodes=fewest),))
+
+
+def test_an_elastic_job_runs_on_what_slurm_gave_and_its_plan_says_that_size(tmp_path: Path) -> None:
+    plan = elastic_plan(most=4, fewest=2)
+    nodes = NodeSet(plan, FakeLauncher(plan, tmp_path, {}, given=[3], resolves_names=True))
+    assert nodes.running == [["ddp-host0", "ddp-host1", "ddp-host2"]]
+    assert nodes.plan.total_nodes == 3 and nodes.plan.components[0].min_nodes == 2
+
+
+def test_with_no_spare_left_an_elastic_job_goes_on_without_a_lost_node_down_to_its_min(tmp_path: Path) -> None:
+    plan = elastic_plan(most=3, fewest=2, spares=1)
+    launcher = FakeLauncher(plan, tmp_path, {}, resolves_names=True)
+    nodes = NodeSet(plan, launcher)
+    assert nodes.running == [["ddp-host0", "ddp-host1", "ddp-host2"]] and nodes.spares(0) == ["ddp-host3"]
+    said: list[str] = []
+    replaced = nodes.replacements(lost("ddp-host0", "ddp-host1"))
+    assert replaced == {"ddp-host0": "ddp-host3", "ddp-host1": None}  # the spare first, then one fewer
+    names = nodes.swap(replaced, launcher, said.append)
+    assert names.per_component == [["ddp-host3", "ddp-host2"]] and nodes.plan.total_nodes == 2
+    assert said[-1] == "going on without the lost node(s) ddp-host1, on fewer nodes: ddp 2 of 3"
+    assert nodes.outlives_a_loss() is False  # at its min, no spare: the next loss requeues
+    assert nodes.replacements(lost("ddp-host2")) is None
+
+
+def test_the_local_runner_never_shrinks_a_job(tmp_path: Path) -> None:
+    plan = elastic_plan(most=3, fewest=2)
+    nodes = NodeSet(plan, FakeLauncher(plan, tmp_path, {}))  # every node this machine: names say nothing
+    assert nodes.outlives_a_loss() is False and nodes.replacements(lost("ddp-host1")) is None
+
+
+def test_an_elastic_job_restarts_in_place_on_fewer_nodes_and_completes(tmp_path: Path) -> None:
+    from tests.unit.test_restart import FakeControl
+
+    plan = elastic_plan(most=3, fewest=2)
+    control = FakeControl(down=("ddp-host1",))
+    script = {"ddp-0@0": (1, 0), "ddp-1@0": (None, 0), "ddp-2@0": (1, 0)}
+    launcher = FakeLauncher(plan, tmp_path, script, control=control, resolves_names=True)
+    supervisor = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None)
+    outcome = supervisor.run()
+    assert outcome.state is JobState.COMPLETED, outcome.reason
+    starts = [e for e in events(tmp_path) if e["event"] == "start"]
+    assert [s["components"][0]["nodes"] for s in starts] == [
+        ["ddp-host0", "ddp-host1", "ddp-host2"],
+        ["ddp-host0", "ddp-host2"],
+    ]
+    assert starts[1]["replaced"] == {"ddp-host1": None}
+    assert supervisor.plan.total_nodes == 2 and control.requeued == []
+
+
+def test_each_node_of_an_elastic_job_sees_the_size_of_its_attempt(tmp_path: Path) -> None:
+    from ti_slurm.job.contract import attempt_plan
+
+    plan = plan_of().replace(mode="mpi", components=(Component("mpi", 4, 2, 1, min_nodes=2),))
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": "n[1-4]",
+        "TI_SLURM_STEP_NODES_0": "n[1,3-4]",  # n2 was lost
+        "SLURMD_NODENAME": "n4",
+        "TI_SLURM_NODE_ADDR": "10.0.0.9",
+    }
+    contract = node_contract(attempt_plan(plan, env), env, 0, str(tmp_path))
+    assert (contract.index, contract.rank, contract.world) == (2, 2, 3)
+    assert contract.env["GPU_NUM"] == "6" and contract.hostfile == "n1 slots=2\nn3 slots=2\nn4 slots=2\n"
+    with pytest.raises(ContractError, match="runs on 2 to 4 nodes, not 1"):
+        attempt_plan(plan, env | {"TI_SLURM_STEP_NODES_0": "n1"})
+
+
+def test_a_range_of_nodes_is_asked_of_slurm_as_a_range(tmp_path: Path) -> None:
+    text = "mode: ddp\nnodes: {min: 2, max: 4}\ncommand: x\n"
+    plan = make_plan(load_spec(spec_file(tmp_path, text)))
+    assert (plan.components[0].min_nodes, plan.components[0].nodes) == (2, 4)
+    assert '#SBATCH --nodes="2-4"' in render(plan)
+    fixed = make_plan(load_spec(spec_file(tmp_path, "mode: ddp\nnodes: {min: 3, max: 3}\ncommand: x\n")))
+    assert fixed.components[0].elastic is False and '#SBATCH --nodes="3"' in render(fixed)

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from tests.conftest import run_cli
 from ti_slurm.errors import SpecError
 from ti_slurm.planning import make_plan
-from ti_slurm.spec import InputSpec, JobSpec, load_spec
+from ti_slurm.spec import InputSpec, JobSpec, NodeRange, load_spec
 
 # Every field of the spec, in three documents (roles differ by mode). The values are those YAML 1.1
 # reads as something else: on/off/yes/no (booleans), 1:30:00 (a number), 1.10 (1.1), 0777 (octal),
@@ -30,7 +30,7 @@ ps:
   mem: 1024
   partition: on
   container: {image: 1.0, runtime: oci, mounts: ["/data:/data:ro"], workdir: /w}
-worker: {nodes: 2}
+worker: {nodes: {min: 2, max: 04}}
 partition: off
 account: no
 qos: yes
@@ -110,6 +110,9 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert (ps.rdma, ps.platform, ps.preflight, ps.rendezvous_timeout) == ("off", "modelarts", "off", 60)
     assert ps.restart is not None and ps.restart.on == ["preempt", "timeout", "node_fail", "failure", "hang"]
     assert ps.restart.in_place == 1 and ps.spare_nodes == 1
+    assert ps.worker is not None and ps.worker.nodes == NodeRange(min=2, max=4)  # 04: decimal in 1.2
+    worker = make_plan(ps).components[1]
+    assert (worker.min_nodes, worker.nodes, worker.spares, worker.node_request) == (2, 4, 1, "3-5")
     assert ps.signal is not None and (ps.signal.name, ps.signal.before) == ("USR1", 60)
     assert ps.remote is not None and (ps.remote.host, ps.remote.workdir) == ("login1", "1.10")
     assert ps.container is not None and ps.container.image == "docker://ubuntu:22.04"

@@ -15,11 +15,12 @@ from ti_slurm.core.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
-PLAN_VERSION = 5  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
+PLAN_VERSION = 6  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
 # 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place);
-# 5: spare nodes (Component.spares)
+# 5: spare nodes (Component.spares); 6: elastic size (Component.min_nodes)
 
 
 class Container(Record):
@@ -44,11 +45,29 @@ class Component(Record):
     command: str = ""  # this role's own start command; "" runs the job's
     container: Container | None = None  # None: the command runs on the bare node
     spares: int = 0  # nodes allocated beyond `nodes`, held idle: each can take a lost node's place
+    min_nodes: int = 0  # elastic size (`nodes: {min, max}`, `nodes` the max): the fewest it runs on; 0: fixed
 
     @property
     def allocated(self) -> int:
-        """The nodes Slurm allocates to the component: its own and its spares."""
+        """The nodes Slurm allocates to the component at most: its own and its spares."""
         return self.nodes + self.spares
+
+    @property
+    def fewest(self) -> int:
+        """The fewest nodes the component runs on: ``min_nodes`` when its size is elastic, else ``nodes``."""
+        return self.min_nodes or self.nodes
+
+    @property
+    def elastic(self) -> bool:
+        return self.fewest < self.nodes
+
+    @property
+    def node_request(self) -> str:
+        """What Slurm is asked for (``--nodes``): ``8``, or a range ``6-8`` when the size is elastic (spares
+        on top of both ends: Slurm gives the spares before the component shrinks)."""
+        if not self.elastic:
+            return str(self.allocated)
+        return f"{self.fewest + self.spares}-{self.allocated}"
 
     @property
     def slots(self) -> int:
@@ -129,6 +148,20 @@ class JobPlan(Record):
     @property
     def total_nodes(self) -> int:
         return sum(c.nodes for c in self.components)
+
+    def sized(self, counts: Sequence[int]) -> JobPlan:
+        """The plan of an attempt that runs ``counts[c]`` nodes of component ``c`` (elastic size: what Slurm
+        gave, or fewer after a loss); every count that the contract derives (``WORLD_SIZE``, ``GPU_NUM``,
+        the hostfile) then follows from it. The plan itself when nothing changes."""
+        if len(counts) != len(self.components):
+            raise ValueError(f"{len(counts)} node counts for {len(self.components)} components")
+        if all(n == c.nodes for n, c in zip(counts, self.components, strict=True)):
+            return self
+        for n, c in zip(counts, self.components, strict=True):
+            if not c.fewest <= n <= c.nodes:
+                raise ValueError(f"component {c.name} runs on {c.fewest} to {c.nodes} nodes, not {n}")
+        comps = tuple(c.replace(nodes=n) for n, c in zip(counts, self.components, strict=True))
+        return self.replace(components=comps)
 
     def to_json(self) -> str:
         """One line of JSON (no raw newlines, so it is safe inside a quoted heredoc)."""

@@ -186,6 +186,18 @@ def job_layout(plan: JobPlan, env: Mapping[str, str], shared: Mapping[str, str] 
     return JobLayout(job_id, nodes, job_ports(plan, job_id, nodes, per_node), tuple(partitions), resolver)
 
 
+def attempt_plan(plan: JobPlan, env: Mapping[str, str]) -> JobPlan:
+    """The plan sized to this attempt's nodes: with an elastic component, as many as the supervisor named
+    (what Slurm gave in the range, less the nodes lost since), so that every count follows from them."""
+    if not env.get("TI_SLURM_STEP_NODES_0") or not any(c.elastic for c in plan.components):
+        return plan
+    counts = [len(expand(_get(env, f"TI_SLURM_STEP_NODES_{c}"))) for c in range(len(plan.components))]
+    try:
+        return plan.sized(counts)
+    except ValueError as exc:
+        raise ContractError(str(exc)) from None
+
+
 def node_index(env: Mapping[str, str], names: tuple[str, ...]) -> int:
     """This node's place in its component: ``SLURMD_NODENAME`` among the attempt's nodes the supervisor named,
     else ``SLURM_NODEID``."""

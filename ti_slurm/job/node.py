@@ -23,7 +23,7 @@ from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
 from ti_slurm.core.shell import shell_quote
 from ti_slurm.job import main_command
-from ti_slurm.job.contract import NodeContract, apply, node_contract
+from ti_slurm.job.contract import NodeContract, apply, attempt_plan, node_contract
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.process import run_command
 
@@ -154,6 +154,7 @@ def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, 
     """Serve this node's share of the job; return the exit code to report."""
     environ = os.environ if environ is None else environ
     started = time.time()
+    plan = attempt_plan(plan, environ)  # elastic size: as many nodes as this attempt runs on
     if plan.checkpoint_signal:  # it may come before the command starts: then the command gets it as it starts
         from ti_slurm.job.process import remember_signals
 

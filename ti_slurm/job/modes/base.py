@@ -33,6 +33,14 @@ if TYPE_CHECKING:
         @property
         def workdir(self) -> str | None: ...
 
+    class NodeRangeView(Protocol):
+        """``nodes: {min, max}``: elastic size."""
+
+        @property
+        def min(self) -> int: ...
+        @property
+        def max(self) -> int: ...
+
     class PlacementView(Protocol):
         """Where a part of the spec runs: what the whole spec and each role field both say."""
 
@@ -48,7 +56,7 @@ if TYPE_CHECKING:
         spec's top level decides."""
 
         @property
-        def nodes(self) -> int: ...
+        def nodes(self) -> int | NodeRangeView: ...
         @property
         def gpus_per_node(self) -> int | None: ...
         @property
@@ -62,7 +70,7 @@ if TYPE_CHECKING:
         @property
         def command(self) -> str: ...
         @property
-        def nodes(self) -> int | None: ...
+        def nodes(self) -> int | NodeRangeView | None: ...
         @property
         def gpus_per_node(self) -> int: ...
         @property
@@ -185,12 +193,13 @@ class Mode:
         """Names of the components of a hand-written job with ``count`` of them (``ti-slurm exec``)."""
         return [self.name]
 
-    def spare_component(self, components: Sequence[Component]) -> int | None:
-        """The component spare nodes join (``spare_nodes``: they take the places of its lost nodes); None: none."""
+    def resizable_component(self, components: Sequence[Component]) -> int | None:
+        """The component whose number of nodes may change: spare nodes join it (``spare_nodes``: they take the
+        places of its lost nodes), and it may be given a range (``nodes: {min, max}``). None: no component."""
         return 0 if len(components) == 1 else None
 
-    # why spare_component refused (the spec's one line)
-    spares_refused: ClassVar[str] = "this mode takes no spare nodes"
+    # why resizable_component named none (the spec's one line)
+    fixed_size: ClassVar[str] = "this mode's nodes are fixed in number: it takes no spare nodes and no range of nodes"
 
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:
         """Upper bounds, in bytes, of variables whose size grows with the job (checked at submit)."""
@@ -229,9 +238,11 @@ def component(name: str, part: RoleSpecView | None, spec: SpecView, command: str
     else:
         nodes, gpus, npus = part.nodes, part.gpus_per_node, part.npus_per_node
         cpus, mem, partition = part.cpus_per_node, part.mem, part.partition
+    most, fewest = (nodes, 0) if isinstance(nodes, int) else (nodes.max, nodes.min if nodes.min < nodes.max else 0)
     return Component(
         name=name,
-        nodes=nodes,
+        nodes=most,
+        min_nodes=fewest,
         gpus_per_node=spec.gpus_per_node if gpus is None else gpus,
         npus_per_node=spec.npus_per_node if npus is None else npus,
         cpus_per_node=int(spec.cpus_per_node if cpus is None else cpus),

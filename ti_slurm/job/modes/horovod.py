@@ -21,13 +21,13 @@ class Horovod(MPI):
     name = "horovod"
     rule = Rule(launcher_only=True)
 
-    def spare_component(self, components: Sequence[Component]) -> int | None:
+    def resizable_component(self, components: Sequence[Component]) -> int | None:
         return None
 
     # the workers run no step of their own (mpirun starts their processes), so no beat says one is lost
-    spares_refused = (
+    fixed_size = (
         "horovod's workers run no step of their own until mpirun starts them: a lost one cannot be told "
-        "in seconds, so horovod takes no spare nodes (mode mpi does)"
+        "in seconds, so horovod takes no spare nodes and no range of nodes (mode mpi takes both)"
     )
 
     def runs_command(self, ctx: NodeContext) -> bool:

@@ -45,7 +45,7 @@ class PSWorker(Mode):
     def component_names(self, count: int) -> list[str]:
         return list(self.role_fields)
 
-    def spare_component(self, components: Sequence[Component]) -> int | None:
+    def resizable_component(self, components: Sequence[Component]) -> int | None:
         return [c.name for c in components].index("worker")  # a lost parameter server requeues the job
 
     def env_bounds(self, plan: JobPlan) -> dict[str, int]:

@@ -56,10 +56,12 @@ class Ray(Mode):
     def component_names(self, count: int) -> list[str]:
         return ["head"] + [f"worker{i}" for i in range(1, count)]
 
-    def spare_component(self, components: Sequence[Component]) -> int | None:
+    def resizable_component(self, components: Sequence[Component]) -> int | None:
         return 1 if len(components) == 2 else None  # the one worker group (a lost head requeues the job)
 
-    spares_refused = "spare nodes join ray's one worker group: a job of several worker groups takes none"
+    fixed_size = (
+        "spare nodes and a range of nodes go to ray's one worker group: a job of several worker groups takes neither"
+    )
 
     def role(self, ctx: NodeContext) -> str:
         return "head" if ctx.component == 0 else "worker"

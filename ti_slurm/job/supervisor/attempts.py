@@ -83,11 +83,12 @@ def in_place_restarts(events: Sequence[Mapping[str, Any]]) -> int:
     return sum(1 for e in events if e.get("event") == "end" and e.get("in_place") is True)
 
 
-def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int, replaced: Mapping[str, str] | None) -> bool:
+def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int, replaced: Mapping[str, str | None] | None) -> bool:
     """Whether an attempt that ended so goes on in the same allocation: a failure or a hang that
-    ``restart.on`` lists, or a lost node when ``replaced`` names a spare for each lost node, with in-place
-    restarts left. A lost node without a spare, a time limit or a preemption end the allocation's use
-    (those requeue); so does a cancel, which has no cause."""
+    ``restart.on`` lists, or a lost node when ``replaced`` says what becomes of each lost node (a spare takes
+    its place, or an elastic component goes on without it), with in-place restarts left. A lost node with
+    neither, a time limit or a preemption end the allocation's use (those requeue); so does a cancel, which
+    has no cause."""
     cause = outcome.cause
     if cause == "node_fail" and not replaced:
         return False

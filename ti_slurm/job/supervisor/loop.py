@@ -25,7 +25,7 @@ from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes
-from ti_slurm.job.supervisor.spares import NodeSet
+from ti_slurm.job.supervisor.spares import NodeSet, Replacements
 from ti_slurm.job.supervisor.steps import Steps
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -38,12 +38,12 @@ class Supervisor:
     """Runs a plan's nodes through a launcher and decides the job's outcome."""
 
     def __init__(self, plan: JobPlan, job_dir: str, launcher: Launcher, say: Callable[[str], None] | None = None):
-        self.plan, self.paths, self.launcher, self.control = plan, JobPaths(job_dir), launcher, launcher.control
+        self.paths, self.launcher, self.control = JobPaths(job_dir), launcher, launcher.control
         self.rule = get_mode(plan.mode).rule
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
         self.log = EventLog(self.paths.status, plan.submission)
         self.nodes = NodeSet(plan, launcher)  # the allocation's nodes: those the attempt runs on, its spares
-        self.names = self.nodes.names
+        self.plan, self.names = self.nodes.plan, self.nodes.names  # the attempt's: sized to the nodes it runs on
         self.staging = StagingNotes(self.paths.staging, self.event)  # the nodes' staging copies, for --wait
         self.liveness = Liveness(self.paths, self.names, None)
         self._cancel_signal: int | None = None
@@ -102,11 +102,11 @@ class Supervisor:
         self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
         return outcome
 
-    def run_attempt(self, replaced: dict[str, str] | None = None) -> Outcome:
+    def run_attempt(self, replaced: Replacements | None = None) -> Outcome:
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)
-        spares = {"replaced": replaced} if replaced else {}  # a lost node -> the spare in its place
+        spares = {"replaced": replaced} if replaced else {}  # a lost node -> the spare in its place (None: none)
         self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         outcome = self.loop()
@@ -131,6 +131,7 @@ class Supervisor:
         self.say(f"{outcome.state} ({outcome.reason}): restart in place {self.in_place}/{self.plan.restart_in_place}")
         if replaced:
             self.names = self.liveness.names = self.nodes.swap(replaced, self.launcher, self.say)
+            self.plan = self.nodes.plan
         self.begin_attempt(self.attempt + 1)
         return self.run_attempt(replaced)
 
@@ -155,7 +156,7 @@ class Supervisor:
                     # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
                     if self.control is None:
                         outcome = self.liveness.frozen_outcome(self.steps.launches, self.records)
-                if outcome is None and self.nodes.any_spare():  # a node gone: a spare takes over within seconds
+                if outcome is None and self.nodes.outlives_a_loss():  # a node gone: the job goes on within seconds
                     outcome = self.liveness.frozen_outcome(self.steps.launches, self.records, SWAP_AFTER)
             if outcome is not None:
                 return outcome
