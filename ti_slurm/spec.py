@@ -267,9 +267,10 @@ class RestartSpec(_Strict):
     on: list[RestartCause] = Field(default_factory=lambda: list(DEFAULT_RESTART_ON), min_length=1)
     in_place: int = Field(default=0, ge=0, le=1000)
 
-    def check_in_place(self, spares: int) -> None:
-        """Restarts in place follow a failure or a hang, and a lost node when a spare can take its place."""
-        causes = (*IN_PLACE_CAUSES, "node_fail") if spares else IN_PLACE_CAUSES
+    def check_in_place(self, outlives_a_loss: bool) -> None:
+        """Restarts in place follow a failure or a hang, and a lost node when a spare can take its place or
+        the job may go on with fewer nodes (elastic size)."""
+        causes = (*IN_PLACE_CAUSES, "node_fail") if outlives_a_loss else IN_PLACE_CAUSES
         if self.in_place and not set(self.on) & set(causes):
             raise SpecError(
                 "restart.in_place",
@@ -540,8 +541,10 @@ def check_signal_fits_time(spec: JobSpec) -> None:
 def check_sizes(spec: JobSpec) -> None:
     """Spare nodes take lost nodes' places in restarts in place; they, and a range of nodes (elastic size),
     go to the one component the mode lets change in number."""
+    mode = get_mode(spec.mode)
+    comps = mode.components(spec)
     if spec.restart is not None:
-        spec.restart.check_in_place(spec.spare_nodes)
+        spec.restart.check_in_place(bool(spec.spare_nodes) or any(c.elastic for c in comps))
     if spec.spare_nodes and (spec.restart is None or not spec.restart.in_place or "node_fail" not in spec.restart.on):
         raise SpecError(
             "spare_nodes",
@@ -549,8 +552,6 @@ def check_sizes(spec: JobSpec) -> None:
             "a spare takes a lost node's place when the job restarts in place; "
             "set restart.in_place and list node_fail in restart.on",
         )
-    mode = get_mode(spec.mode)
-    comps = mode.components(spec)
     resizable = mode.resizable_component(comps)
     fields = node_fields(spec)
     for c, comp in enumerate(comps):

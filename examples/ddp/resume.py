@@ -65,7 +65,8 @@ def main() -> None:
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step = state["step"]
-    print(f"rank {rank}: attempt {os.environ.get('TI_SLURM_RESTART_COUNT', '0')} starts at step {step}", flush=True)
+    attempt, world = os.environ.get("TI_SLURM_RESTART_COUNT", "0"), dist.get_world_size()
+    print(f"rank {rank}: attempt {attempt} starts at step {step}, {world} ranks", flush=True)
 
     while step < args.steps:
         stop = torch.tensor([1.0 if stop_requested else 0.0])

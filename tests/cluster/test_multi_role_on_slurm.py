@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import Island
 from tests.cluster.test_modes_on_slurm import Job
 from tests.conftest import ROOT, processes_matching, ray_processes
 
@@ -39,6 +40,23 @@ def test_ps_worker_trains_through_parameter_servers(ps_dir: Path) -> None:
     assert states == {"ps": "STOPPED", "worker": "COMPLETED"}
     time.sleep(1)
     assert processes_matching(f"{ps_dir}") == []  # no ps (or anything else) of the job is left
+
+
+def test_an_elastic_ps_worker_job_trains_with_the_workers_slurm_gave(ps_dir: Path, island: Island) -> None:
+    """``worker: {nodes: {min: 2, max: n+1}}`` on an island of n nodes, one of them the ps: a heterogeneous job
+    whose worker component Slurm gives what is left (n-1), and every task's TF_CONFIG lists those workers."""
+    n = len(island.nodes)
+    body = (
+        f"mode: ps-worker\ncommand: python train.py\npartition: {island.name}\n"
+        f"ps: {{nodes: 1}}\nworker: {{nodes: {{min: 2, max: {n + 1}}}}}"
+    )
+    job = Job(ps_dir, body)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    workers = re.findall(r"worker (\d) on (node\d\d) loss=([\d.]+) .* global_step=(\d+)", job.logs())
+    assert sorted({w[0] for w in workers}) == [str(i) for i in range(n - 1)]
+    assert max(int(w[3]) for w in workers) == 30 * (n - 1)  # every worker's 30 steps through the one ps
+    components = {c["name"]: c["nodes"] for c in job.status()["components"]}
+    assert len(components["worker"]) == n - 1 and set(components["worker"]) | set(components["ps"]) == set(island.nodes)
 
 
 def test_modelarts_style_script_gets_its_task_name_on_slurm(ps_dir: Path) -> None:

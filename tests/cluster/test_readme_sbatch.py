@@ -62,8 +62,9 @@ def test_exec_in_a_hand_written_heterogeneous_job(tmp_path) -> None:
         "srun --het-group=1 ti-slurm exec --mode ps-worker -- bash -c 'echo \"$INDEX $TF_CONFIG\"'\nwait\n"
     )
     sbatch_and_wait(script)
-    tasks = sorted(line.split(" ", 1) for line in out.read_text().splitlines())
-    assert [index for index, _ in tasks] == ["0", "1", "2"]  # the component is found from Slurm's variables
+    text = out.read_text()
+    tasks = sorted(line.split(" ", 1) for line in text.splitlines())
+    assert [index for index, _ in tasks] == ["0", "1", "2"], text  # the component is found from Slurm's variables
     configs = [json.loads(cfg) for _, cfg in tasks]
     assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == [("ps", 0), ("worker", 0), ("worker", 1)]
     assert len(configs[0]["cluster"]["worker"]) == 2

@@ -404,6 +404,51 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     assert_nothing_left(out)
 
 
+def test_an_elastic_job_starts_on_what_slurm_gives_and_goes_on_without_a_lost_node(
+    tmp_path: Path, island: Island
+) -> None:
+    """``nodes: {min: 2, max: n+1}`` on an island of n: Slurm gives what it has free (n, or fewer while a node
+    of the island is still coming back from an earlier test) and the training sees that many ranks; a node
+    dies with no spare: the job restarts in place on the nodes left (no requeue), and the training sees them."""
+    n = len(island.nodes)
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: {{min: 2, max: {n + 1}}}\npartition: {island.name}\nworkdir: {tmp_path}\n"
+        f"output_dir: {tmp_path / 'jobs'}\n"
+        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --save-every 10\n"
+        "restart: {max: 0, on: [node_fail], in_place: 1}\n"
+    )
+    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    assert res.returncode == 0, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    wait_for_step(job, 20)
+    logs = Path(job.job_dir) / "logs"
+    given = job.status().components[0].nodes
+    assert 3 <= len(given) <= n, given
+    assert f"rank 0: attempt 0 starts at step 0, {len(given)} ranks" in (logs / "ddp-0.log").read_text()
+    lost = given[1]  # not node 0: it runs the batch step, and so the supervisor
+    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
+    try:
+        final = job.wait(timeout=300)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    assert final.state is JobState.COMPLETED, final.reason
+    assert [(a.state, a.in_place) for a in final.attempts] == [("NODE_FAIL", True), ("COMPLETED", False)]
+    before, after = final.attempts
+    assert before.nodes == given and before.lost_nodes == [lost]
+    assert after.replaced == {lost: None} and after.nodes == [name for name in before.nodes if name != lost]
+    resumed = re.search(
+        rf"rank 1: attempt 1 starts at step (\d+), {len(given) - 1} ranks", (logs / "ddp-1.log").read_text()
+    )
+    assert resumed and int(resumed[1]) >= 20  # from the checkpoint, on one node fewer
+    assert json.loads((tmp_path / out).read_text())["steps"] == 60
+    assert_slurm_ran_it(job, 1)
+    shown = run_cli("status", job.id).stdout
+    assert f"went on without lost node {lost}, on {len(given) - 1} nodes" in shown, shown
+    assert_nothing_left(out)
+
+
 def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> None:
     """Through the CLI and a YAML file: the watchdog finds the hung rank, the commands restart in place."""
     out = f"model-{uuid.uuid4().hex[:8]}.json"

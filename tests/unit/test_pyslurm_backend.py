@@ -62,6 +62,14 @@ def test_the_description_says_what_the_script_says() -> None:
     assert fields["working_directory"] == os.getcwd()
 
 
+def test_a_range_of_nodes_is_asked_as_the_script_asks_it() -> None:
+    plan = plan_of(nodes={"min": 2, "max": 4})
+    fields, lines = job_description(plan, "", {}, KNOWN), sbatch_lines(plan)
+    assert fields["nodes"] == lines["nodes"] == "2-4"
+    # one task per node of what Slurm gives: a task count would make it give the fewest
+    assert "ntasks" not in fields and "ntasks_per_node" not in fields and "ntasks-per-node" not in lines
+
+
 def test_the_job_gets_the_environment_without_a_surrounding_jobs_layout() -> None:
     fields = job_description(plan_of(), "", {"PATH": "/bin", "SLURM_CPU_BIND": "x", "SLURM_CONF": "/c"}, KNOWN)
     assert fields["environment"] == {"PATH": "/bin", "SLURM_CONF": "/c"}

@@ -93,13 +93,12 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
         "name": plan.name,
         "standard_output": f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}",
         "nodes": comp.node_request if comp.elastic else comp.allocated,  # a range as sbatch writes it: "6-8"
-        "ntasks_per_node": 1,
         "cpus_per_task": comp.cpus_per_node,
         "environment": job_environment(environ),
         "working_directory": os.getcwd(),
     }
-    if not comp.elastic:
-        fields["ntasks"] = comp.allocated  # elastic: one task per node of what Slurm gives
+    if not comp.elastic:  # a range: one task per node of what Slurm gives (ntasks_per_node would give the fewest)
+        fields.update(ntasks=comp.allocated, ntasks_per_node=1)
     if plan.submission:
         fields["comment"] = f"ti-slurm:{plan.submission}"
     gres = plan.gres_per_node(comp)

@@ -13,7 +13,6 @@
 #SBATCH --no-kill
 #SBATCH hetjob
 #SBATCH --nodes="3-5"
-#SBATCH --ntasks-per-node="1"
 #SBATCH --cpus-per-task="1"
 #SBATCH --requeue
 #SBATCH --no-kill
