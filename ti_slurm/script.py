@@ -83,8 +83,8 @@ def _restart_lines(plan: JobPlan, first: bool) -> list[str]:
         lines.append("--requeue")  # preemption and node failure requeue it; the supervisor requeues the rest
     if plan.restart_max > 0 and first:
         lines.append(f"--open-mode={sbatch_value('append')}")  # each attempt's output after the last one's
-    if any(c.spares for c in plan.components):  # every component: each is a job of its own to Slurm
-        lines.append("--no-kill")  # a lost node leaves the allocation, the job keeps the rest: a spare takes over
+    if plan.outlives_a_lost_node:  # every component: each is a job of its own to Slurm
+        lines.append("--no-kill")  # a lost node leaves the allocation, the job keeps the rest and goes on
     return lines
 
 

@@ -99,6 +99,20 @@ def assert_nothing_left(marker: str) -> None:
     assert processes_matching(marker) == []
 
 
+def restarted_in_place_after_losing(job: ti_slurm.Job, lost: str) -> JobStatus:
+    """Kill node ``lost`` (its slurmd and every process of it) and follow the job to its end: it completed in
+    two attempts, the first ended by the loss and restarted in place."""
+    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
+    try:
+        final = job.wait(timeout=300)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    assert final.state is JobState.COMPLETED, final.reason
+    shown = [(a.state, a.in_place) for a in final.attempts]
+    assert shown == [("NODE_FAIL", True), ("COMPLETED", False)], [(a.state, a.reason) for a in final.attempts]
+    return final
+
+
 def attempts(status: JobStatus) -> list[tuple[str, bool]]:
     return [(a.state, a.requeued) for a in status.attempts]
 
@@ -379,13 +393,7 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     first = job.status()
     lost = first.components[0].nodes[1]  # not node 0: it runs the batch step, and so the supervisor
     killed = time.time()
-    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
-    try:
-        final = job.wait(timeout=300)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
-    assert final.state is JobState.COMPLETED, final.reason
-    assert [(a.state, a.in_place) for a in final.attempts] == [("NODE_FAIL", True), ("COMPLETED", False)]
+    final = restarted_in_place_after_losing(job, lost)
     before, after = final.attempts
     assert before.lost_nodes == [lost] and lost in before.reason
     (spare,) = after.replaced.values()
@@ -428,13 +436,7 @@ def test_an_elastic_job_starts_on_what_slurm_gives_and_goes_on_without_a_lost_no
     assert 3 <= len(given) <= n, given
     assert f"rank 0: attempt 0 starts at step 0, {len(given)} ranks" in (logs / "ddp-0.log").read_text()
     lost = given[1]  # not node 0: it runs the batch step, and so the supervisor
-    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
-    try:
-        final = job.wait(timeout=300)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
-    assert final.state is JobState.COMPLETED, final.reason
-    assert [(a.state, a.in_place) for a in final.attempts] == [("NODE_FAIL", True), ("COMPLETED", False)]
+    final = restarted_in_place_after_losing(job, lost)
     before, after = final.attempts
     assert before.nodes == given and before.lost_nodes == [lost]
     assert after.replaced == {lost: None} and after.nodes == [name for name in before.nodes if name != lost]

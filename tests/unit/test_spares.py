@@ -186,6 +186,9 @@ def test_a_range_of_nodes_is_asked_of_slurm_as_a_range(tmp_path: Path) -> None:
     text = "mode: ddp\nnodes: {min: 2, max: 4}\ncommand: x\n"
     plan = make_plan(load_spec(spec_file(tmp_path, text)))
     assert (plan.components[0].min_nodes, plan.components[0].nodes) == (2, 4)
-    assert '#SBATCH --nodes="2-4"' in render(plan)
+    assert '#SBATCH --nodes="2-4"' in render(plan) and "--no-kill" not in render(plan)  # a loss requeues
+    text += "restart: {max: 0, on: [node_fail], in_place: 1}\n"
+    going_on = render(make_plan(load_spec(spec_file(tmp_path, text))))
+    assert "#SBATCH --no-kill\n" in going_on  # Slurm keeps the job when a node fails: it goes on without it
     fixed = make_plan(load_spec(spec_file(tmp_path, "mode: ddp\nnodes: {min: 3, max: 3}\ncommand: x\n")))
     assert fixed.components[0].elastic is False and '#SBATCH --nodes="3"' in render(fixed)

@@ -120,7 +120,7 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     if plan.restart_max > 0:
         fields["is_requeueable"] = True
         fields["log_files_open_mode"] = "append"
-    if comp.spares:  # as the script's --no-kill: a lost node leaves the allocation, a spare takes over
+    if plan.outlives_a_lost_node:  # as the script's --no-kill: a lost node leaves the allocation, the job goes on
         fields["kill_on_node_fail"] = False
     fields.update(sbatch_fields(plan.sbatch, known))
     return fields

@@ -149,6 +149,13 @@ class JobPlan(Record):
     def total_nodes(self) -> int:
         return sum(c.nodes for c in self.components)
 
+    @property
+    def outlives_a_lost_node(self) -> bool:
+        """Does a lost node leave the job running here (a spare takes its place, or an elastic component goes
+        on without it, in a restart in place)? Then Slurm must keep the job when a node fails (``--no-kill``)."""
+        in_place = self.restart_in_place > 0 and "node_fail" in self.restart_on
+        return in_place and any(c.spares or c.elastic for c in self.components)
+
     def sized(self, counts: Sequence[int]) -> JobPlan:
         """The plan of an attempt that runs ``counts[c]`` nodes of component ``c`` (elastic size: what Slurm
         gave, or fewer after a loss); every count that the contract derives (``WORLD_SIZE``, ``GPU_NUM``,
