@@ -62,13 +62,16 @@ class FakeLauncher:
     def node_names(self, component: int) -> list[str]:
         return [f"n{i}" for i in range(self.plan.components[component].nodes)]
 
+    def assign(self, nodes: list[list[str]]) -> None:
+        pass
+
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
         os.makedirs(self.paths.nodes_dir, exist_ok=True)
         name = plan.components[component].name
         procs = [ExitingProcess(self.paths, name, i, 1 + i // EXITS_PER_POLL) for i in nodes]
         return [Launch(component, name, [i], cast(Any, proc)) for i, proc in zip(nodes, procs, strict=True)]
 
-    def stop(self, launch: Launch, grace: float) -> None:
+    def stop(self, launch: Launch, grace: float, ended: Any = None) -> None:
         launch.proc.returncode = -15
 
     def stop_leftovers(self, grace: float) -> None:
