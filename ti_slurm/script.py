@@ -48,9 +48,8 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
         opt("job-name", plan.name)
         opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
     opt("nodes", comp.node_request)
-    if not comp.elastic:  # with a range, it would make Slurm give the fewest nodes (one task each): -N alone
-        opt("ntasks-per-node", 1)  # gives as many as it can
-
+    if not comp.elastic:  # beside a range it makes Slurm give the fewest nodes; -N alone gives what it can
+        opt("ntasks-per-node", 1)
     opt("cpus-per-task", comp.cpus_per_node)
     gres = plan.gres_per_node(comp)
     if gres:

@@ -99,14 +99,19 @@ def assert_nothing_left(marker: str) -> None:
     assert processes_matching(marker) == []
 
 
-def restarted_in_place_after_losing(job: ti_slurm.Job, lost: str) -> JobStatus:
-    """Kill node ``lost`` (its slurmd and every process of it) and follow the job to its end: it completed in
-    two attempts, the first ended by the loss and restarted in place."""
+def killed_and_followed(job: ti_slurm.Job, lost: str, timeout: float = 300) -> JobStatus:
+    """Kill node ``lost`` (its slurmd and every process of it), follow the job to its end, revive the node."""
     subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
     try:
-        final = job.wait(timeout=300)
+        return job.wait(timeout=timeout)
     finally:
         subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+
+
+def restarted_in_place_after_losing(job: ti_slurm.Job, lost: str) -> JobStatus:
+    """Kill node ``lost`` and follow the job to its end: it completed in two attempts, the first ended by the
+    loss and restarted in place."""
+    final = killed_and_followed(job, lost)
     assert final.state is JobState.COMPLETED, final.reason
     shown = [(a.state, a.in_place) for a in final.attempts]
     assert shown == [("NODE_FAIL", True), ("COMPLETED", False)], [(a.state, a.reason) for a in final.attempts]
@@ -185,11 +190,7 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, island: 
     job = ti_slurm.submit(training(tmp_path, 100, out, partition=island.name, restart={"max": 2}))
     wait_for_step(job, 40)
     lost = job.status().components[0].nodes[index]  # node 0 runs the batch step, and so the supervisor
-    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
-    try:
-        final = job.wait(timeout=600)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    final = killed_and_followed(job, lost, timeout=600)
     assert final.state is JobState.COMPLETED, final.reason
     assert attempts(final) == [("NODE_FAIL", True), ("COMPLETED", False)]
     assert final.attempts[0].lost_nodes == [lost] and lost in final.attempts[0].reason

@@ -238,7 +238,7 @@ def component(name: str, part: RoleSpecView | None, spec: SpecView, command: str
     else:
         nodes, gpus, npus = part.nodes, part.gpus_per_node, part.npus_per_node
         cpus, mem, partition = part.cpus_per_node, part.mem, part.partition
-    most, fewest = (nodes, 0) if isinstance(nodes, int) else (nodes.max, nodes.min if nodes.min < nodes.max else 0)
+    most, fewest = (nodes, 0) if isinstance(nodes, int) else (nodes.max, nodes.min)
     return Component(
         name=name,
         nodes=most,
