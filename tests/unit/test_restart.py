@@ -358,6 +358,25 @@ def test_a_requeue_slurm_already_made_is_no_refusal(message: str, state: str, re
     assert control.requeue(["node02"]) == refused
 
 
+def test_a_requeue_command_killed_by_the_requeue_itself_is_no_refusal() -> None:
+    """``scontrol requeue`` ends this batch step, so Slurm's SIGTERM may kill the command (and the next query)
+    before the job shows as requeued: asked again, Slurm says it is (seen in CI: the job was followed as
+    FAILED while its next attempt was about to run)."""
+    from ti_slurm.job.restart import SlurmControl
+
+    class Scripted(SlurmControl):
+        answers = iter([(-15, ""), (0, "JobId=7 JobState=RUNNING"), (0, "JobId=7 JobState=PENDING Restarts=1")])
+
+        def run(self, args: list[str]) -> tuple[int, str]:
+            if args[:2] == ["scontrol", "requeue"]:
+                return -15, ""
+            if args[:3] == ["scontrol", "-o", "show"]:
+                return next(self.answers)
+            return 0, ""
+
+    assert Scripted({"SLURM_JOB_ID": "7"}).requeue([]) == ""
+
+
 def test_every_restart_cause_has_the_state_its_attempt_ends_in() -> None:
     from ti_slurm.core.choices import RESTART_CAUSES
 

@@ -30,6 +30,7 @@ CAUSE_STATES = {
     "failure": JobState.FAILED,
     "hang": JobState.FAILED,
 }
+REQUEUE_SETTLE = 5.0  # seconds a requeue command killed by a signal waits for Slurm to show the job requeued
 SCONTROL_TIMEOUT = 10.0  # seconds; Slurm kills the batch step KillWait (30 s by default) after its SIGTERM
 # Slurm's node states (sinfo %T, lower case) of a node that is gone; a trailing "*" means not responding
 UNREACHABLE_STATES = ("down", "fail", "failing", "unknown", "no_respond", "not_responding")
@@ -127,6 +128,20 @@ class SlurmControl:
         states = parse_node_states(out) if code == 0 else {}
         return [name for name in names if name in states and unreachable(states[name])]
 
+    def shows_requeued(self, settle: float = 0) -> bool:
+        """Whether Slurm shows this job requeued, asking again for up to ``settle`` seconds. A requeue command
+        killed by a signal needs them: the requeue itself ends this batch step, whose processes (the command,
+        and the next one asking) get Slurm's SIGTERM, before or after the job shows as requeued."""
+        import time
+
+        deadline = time.monotonic() + settle
+        while True:
+            if self.show_job().get("JobState") in REQUEUED_STATES:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
     def requeue(self, exclude: list[str], already: bool = False) -> str:
         """Requeue this job (unless Slurm ``already`` did), away from ``exclude``; "" or Slurm's refusal.
 
@@ -137,7 +152,7 @@ class SlurmControl:
         if not already:
             code, out = self.run(["scontrol", "requeue", self.target])
             # refused because Slurm requeued it meanwhile (a node it found down: "Job is pending execution")
-            already = "pending execution" in out or self.show_job().get("JobState") in REQUEUED_STATES
+            already = "pending execution" in out or self.shows_requeued(settle=REQUEUE_SETTLE if code < 0 else 0)
             if code != 0 and not already:
                 return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
         if exclude:  # best effort: without it the next attempt may land on a lost node once it is back
