@@ -56,6 +56,7 @@ def run_checks() -> list[Check]:
     checks.append(Check("heterogeneous jobs", ok, f"SchedulerType={sched or '?'}", "ps-worker, ray"))
     checks += partition_checks(site.rdma_partitions)
     checks.append(auth_check(config.get("AuthType", "")))
+    checks.append(expedited_requeue_check(site.expedited_requeue, config.get("SlurmctldParameters", "")))
     code, out = _run(["mpirun", "--version"])
     checks.append(Check("open mpi", code == 0, out.splitlines()[0] if code == 0 and out else out, "mpi, horovod"))
     code, out = _run(["srun", "--mpi=list"])
@@ -115,6 +116,20 @@ def parse_config(text: str) -> dict[str, str]:
     """``scontrol show config`` as ``{key: value}`` (``SLURM_CONF``, ``AuthType``, ...)."""
     pairs = (line.partition("=") for line in text.splitlines())
     return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip()}
+
+
+def expedited_requeue_check(asked: bool, slurmctld_parameters: str) -> Check:
+    """Slurm 25.11's expedited requeue: the site config's ``expedited_requeue`` against slurm.conf's
+    ``SlurmctldParameters=enable_expedited_requeue`` (without it, Slurm refuses a job that asks for it)."""
+    enabled = "enable_expedited_requeue" in slurmctld_parameters.split(",")
+    if asked and not enabled:
+        why = "the site config asks for it, but slurm.conf has no SlurmctldParameters=enable_expedited_requeue"
+        return Check("expedited requeue", False, f"{why} (Slurm >= 25.11): Slurm refuses jobs with restarts", "restart")
+    if asked:
+        return Check("expedited requeue", True, "on: a requeued job may start again at once, first in the queue")
+    if enabled:
+        return Check("expedited requeue", True, "allowed by slurm.conf; expedited_requeue = true in the site config")
+    return Check("expedited requeue", True, "off: a requeued job waits the requeue delay (cred_expire) first")
 
 
 def auth_check(auth_type: str) -> Check:

@@ -78,8 +78,9 @@ def _restart_lines(plan: JobPlan, first: bool) -> list[str]:
     # B: the batch step only; the supervisor passes the signal on to every node's command
     if plan.checkpoint_signal and first:
         lines.append(f"--signal={sbatch_value(f'B:{plan.checkpoint_signal}@{plan.signal_before}')}")
-    if plan.restart_max > 0:
-        lines.append("--requeue")  # preemption and node failure requeue it; the supervisor requeues the rest
+    if plan.restart_max > 0:  # preemption and node failure requeue it; the supervisor requeues the rest
+        # expedite (the site config's, Slurm 25.11): a requeued job may start again at once, first in the queue
+        lines.append("--requeue=expedite" if plan.expedited_requeue else "--requeue")
     if plan.restart_max > 0 and first:
         lines.append(f"--open-mode={sbatch_value('append')}")  # each attempt's output after the last one's
     if plan.outlives_a_lost_node:  # every component: each is a job of its own to Slurm

@@ -57,6 +57,9 @@ class SiteConfig:
     rendezvous_timeout: int = 300
     container_runtime: str = "pyxis"  # pyxis | oci: for a spec's container without a runtime
     backend: str = "slurm"  # slurm | pyslurm: the default of submit --backend
+    # Slurm 25.11's expedited requeue (slurm.conf: SlurmctldParameters=enable_expedited_requeue): requeueable
+    # jobs ask for --requeue=expedite, so a requeued one may start again at once, first in the queue
+    expedited_requeue: bool = False
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -80,6 +83,7 @@ class SiteConfig:
             "npu_gres": self.npu_gres,
             "hccn_conf": self.hccn_conf,
             "stage_dir": self.stage_dir,
+            "expedited_requeue": self.expedited_requeue,
         }
 
 
@@ -126,6 +130,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         rendezvous_timeout=get.integer("rendezvous_timeout", 1, 86400, 300),
         container_runtime=get.choice("container_runtime", CONTAINER_RUNTIMES),
         backend=get.choice("backend", SITE_BACKENDS),
+        expedited_requeue=get.boolean("expedited_requeue", False),
         job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),
@@ -154,6 +159,12 @@ class _Keys:
         value = self.data.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
             raise ConfigError(f"{self.where}: {key}", value, f"expected a whole number from {lo} to {hi}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.where}: {key}", value, "expected true or false")
         return value
 
     def path(self, key: str, default: str | None) -> str | None:

@@ -21,7 +21,7 @@ import pytest
 
 import ti_slurm
 from tests.cluster.conftest import Island
-from tests.conftest import api_spec, processes_matching, ray_processes, run_cli
+from tests.conftest import api_spec, processes_matching, ray_processes, run_cli, slurm_version
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
@@ -245,6 +245,42 @@ def test_a_failing_rank_is_restarted_once_then_the_job_fails_naming_both_attempt
         assert "rank 1: exiting 3 on purpose at step 5" in (logs / "ddp-1.log").read_text()
     shown = subprocess.run(["ti-slurm", "status", job.id], capture_output=True, text=True, check=False).stdout
     assert "FAILED -> requeued" in shown and shown.count("(index 1) exited 1") >= 2
+    assert_nothing_left(out)
+
+
+def test_an_expedited_requeue_starts_again_at_once_and_a_last_failure_still_ends_failed(tmp_path: Path) -> None:
+    """A site config on disk with ``expedited_requeue = true`` (Slurm 25.11, slurm.conf allowing it): a rank
+    that fails is requeued and the next attempt starts without Slurm's requeue delay; the second failure ends
+    the job FAILED (Slurm holds an expedited job whose batch script fails, unless its requeue was turned off)."""
+    if slurm_version() < (25, 11):
+        pytest.skip("expedited requeue is Slurm 25.11's")
+    site = tmp_path / "site.toml"
+    site.write_text((CLUSTER / "site.toml").read_text() + "expedited_requeue = true\n")
+    out = f"model-{uuid.uuid4().hex[:8]}.json"
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"command: {SEED_DDP} --steps 40 --step-seconds 0.5 --out {out} --fail-rank 1 --fail-step 5\n"
+        "restart: {max: 1, on: [failure]}\n"
+    )
+    res = run_cli("submit", str(tmp_path / "job.yaml"), "--wait", env={"TI_SLURM_CONFIG": str(site)})
+    assert res.returncode != 0 and res.stdout, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    final = job.status()
+    assert final.state is JobState.FAILED and attempts(final) == [("FAILED", True), ("FAILED", False)]
+    first, second = final.attempts
+    assert first.ended is not None and second.started is not None
+    # a plain requeue may not start before cred_expire + 1 s (6 s on the test cluster: slurm.conf's AuthInfo)
+    print(f"attempt 0 ended -> attempt 1 started: {second.started - first.ended:.1f} s")
+    assert second.started - first.ended < 5
+    shown = {}
+    for _ in range(5):  # Slurm's view, over a few seconds: ended, not held for a requeue
+        fields = subprocess.run(["scontrol", "-o", "show", "job", job.id], capture_output=True, text=True).stdout
+        shown = dict(f.split("=", 1) for f in fields.split() if "=" in f)
+        assert (shown.get("JobState"), shown.get("ExpeditedRequeue")) == ("FAILED", "Yes"), shown.get("JobState")
+        time.sleep(1)
+    assert shown.get("Restarts") == "1"
+    assert "FAILED -> requeued" in run_cli("status", job.id).stdout
     assert_nothing_left(out)
 
 

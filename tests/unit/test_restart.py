@@ -19,7 +19,8 @@ from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import SpecError
+from ti_slurm.doctor import expedited_requeue_check
+from ti_slurm.errors import ConfigError, SpecError
 from ti_slurm.job.restart import (
     CAUSE_STATES,
     parse_node_states,
@@ -31,6 +32,7 @@ from ti_slurm.job.restart import (
 from ti_slurm.job.supervisor.loop import Supervisor
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
+from ti_slurm.site import parse_site_config
 from ti_slurm.spec import parse_spec
 from ti_slurm.status import format_status, job_status, recorded_end
 
@@ -78,6 +80,32 @@ def test_restart_defaults_and_the_signal_it_brings() -> None:
     script = render(plan)
     assert '#SBATCH --signal="B:USR2@120"' in script and "#SBATCH --requeue\n" in script
     assert '#SBATCH --open-mode="append"' in script
+
+
+def test_a_site_that_allows_expedited_requeue_asks_slurm_for_it_on_jobs_with_restarts() -> None:
+    site = parse_site_config({"expedited_requeue": True})
+    roles: dict[str, Any] = {"mode": "ps-worker", "command": "x", "ps": {"nodes": 1}, "worker": {"nodes": 2}}
+    assert "--requeue" not in render(make_plan(parse_spec(roles), site))  # no restarts: nothing to requeue
+    restarting = parse_spec(roles | {"restart": {"max": 2}})
+    assert render(make_plan(restarting, site)).count("#SBATCH --requeue=expedite\n") == 2  # each component
+    assert "--requeue=expedite" not in render(make_plan(restarting))  # the site's choice, off by default
+    with pytest.raises(ConfigError) as err:
+        parse_site_config({"expedited_requeue": "yes"})
+    assert str(err.value) == "site config: expedited_requeue: 'yes': expected true or false"
+
+
+@pytest.mark.parametrize(
+    ("asked", "parameters", "ok", "words"),
+    [
+        (True, "preempt_send_user_signal,enable_expedited_requeue", True, "on: a requeued job may start again at once"),
+        (True, "preempt_send_user_signal", False, "no SlurmctldParameters=enable_expedited_requeue"),
+        (False, "enable_expedited_requeue", True, "allowed by slurm.conf"),
+        (False, "", True, "off: a requeued job waits the requeue delay"),
+    ],
+)
+def test_doctor_says_whether_requeues_are_expedited(asked: bool, parameters: str, ok: bool, words: str) -> None:
+    check = expedited_requeue_check(asked, parameters)
+    assert (check.ok, words in check.detail) == (ok, True), check
 
 
 def test_without_restart_or_signal_nothing_changes() -> None:

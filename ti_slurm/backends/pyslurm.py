@@ -117,7 +117,7 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     if plan.checkpoint_signal:  # B: the batch step only, as in the script's --signal line
         number = signal.Signals[f"SIG{plan.checkpoint_signal}"].value
         fields["signal"] = {"signal": number, "time": plan.signal_before, "batch_only": True}
-    if plan.restart_max > 0:
+    if plan.restart_max > 0:  # (pyslurm 25.11 has no field for --requeue=expedite: these requeue as usual)
         fields["is_requeueable"] = True
         fields["log_files_open_mode"] = "append"
     if plan.outlives_a_lost_node:  # as the script's --no-kill: a lost node leaves the allocation, the job goes on

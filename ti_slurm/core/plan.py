@@ -106,6 +106,7 @@ class JobPlan(Record):
     restart_max: int = 0
     restart_on: tuple[str, ...] = ()
     restart_in_place: int = 0  # restarts inside the allocation after a failure or a hang (before any requeue)
+    expedited_requeue: bool = False  # the site's: --requeue=expedite (Slurm 25.11), no wait before starting again
     checkpoint_signal: str = ""  # e.g. "USR2": every node's command gets it signal_before s before the limit
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
