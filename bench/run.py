@@ -404,11 +404,14 @@ def wait_gone(job_id: str) -> None:
         time.sleep(0.2)
 
 
-def run_baseline_job(folder: Path, body: str) -> Path:
-    """sbatch a hand-written 4-node script (``body``, with ``{dir}`` standing for ``folder``); wait for its end."""
+def run_baseline_job(folder: Path, body: str, nodes: int = 4, partition: str = "") -> Path:
+    """sbatch a hand-written script (``body``, with ``{dir}`` standing for ``folder``) on ``nodes`` nodes (4) of
+    ``partition`` (the default one); wait for its end."""
     folder.mkdir()
     script = folder / "job.sh"
-    script.write_text(f"#!/bin/bash\n#SBATCH -N4\n#SBATCH -o {folder}/o\n{body.replace('{dir}', str(folder))}\n")
+    where = f"#SBATCH -p {partition}\n" if partition else ""
+    text = f"#!/bin/bash\n#SBATCH -N{nodes}\n{where}#SBATCH -o {folder}/o\n{body.replace('{dir}', str(folder))}\n"
+    script.write_text(text)
     wait_gone(sh(["sbatch", "--parsable", str(script)]).stdout.strip())
     return folder
 
@@ -592,36 +595,42 @@ def case_requeue(repeat: int, tmp: Path) -> list[Row]:
     ]
 
 
+def in_place_restart(tmp: Path, tag: str, nodes: int = 4, partition: str = "") -> tuple[float, float]:
+    """Seconds from a rank's failure to the command running again on every node: ti-slurm's restart in place,
+    and a hand-written restart (a batch script that runs its srun again), on ``nodes`` nodes."""
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
+    attempt = "$TI_SLURM_RESTART_COUNT"
+    marks = tmp / f"in-place-{tag}"
+    marks.mkdir()
+    command = (
+        f"date +%s.%N > {marks}/run-{attempt}-$INDEX; "
+        f"if [ {attempt} = 0 ] && [ $INDEX = 1 ]; then sleep 2; date +%s.%N > {marks}/failed; exit 3; fi; sleep 300"
+    )
+    restart = "restart: {max: 0, on: [failure], in_place: 1}"
+    where = f"partition: {partition}\n" if partition else ""
+    spec = held_spec(tmp, f'mode: mpi\nnodes: {nodes}\n{where}{restart}\ncommand: "{command}"')
+    job = sh([TI, "submit", str(spec)], env=env).stdout.split()[0]
+    for index in range(nodes):
+        wait_for_file(marks / f"run-1-{index}", timeout=120)
+    tool = max(float((marks / f"run-1-{index}").read_text()) for index in range(nodes))
+    tool -= float((marks / "failed").read_text())
+    subprocess.run(["scancel", job], check=False)
+    wait_gone(job)
+    by_hand = (
+        "for a in 0 1; do srun --kill-on-bad-exit=1 bash -c "
+        "'date +%s.%N > {dir}/run-$0-$SLURM_NODEID; if [ $0 = 0 ] && [ $SLURM_NODEID = 1 ]; then sleep 2; "
+        "date +%s.%N > {dir}/failed; exit 3; fi' $a; done"
+    )
+    base_dir = run_baseline_job(tmp / f"in-place-hand-{tag}", by_hand, nodes, partition)
+    base = max(float((base_dir / f"run-1-{index}").read_text()) for index in range(nodes))
+    return tool, base - float((base_dir / "failed").read_text())
+
+
 def case_in_place_restart(repeat: int, tmp: Path) -> list[Row]:
     """From a rank's failure to the command running again on every node of 4: ti-slurm's restart in place
     against a hand-written restart (a batch script that runs its srun again) and today's requeue (above)."""
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
-    attempt = "$TI_SLURM_RESTART_COUNT"
-    tool_times, base_times = [], []
-    for i in range(repeat):
-        marks = tmp / f"in-place-{i}"
-        marks.mkdir()
-        command = (
-            f"date +%s.%N > {marks}/run-{attempt}-$INDEX; "
-            f"if [ {attempt} = 0 ] && [ $INDEX = 1 ]; then sleep 2; date +%s.%N > {marks}/failed; exit 3; fi; sleep 300"
-        )
-        restart = "restart: {max: 0, on: [failure], in_place: 1}"
-        spec = held_spec(tmp, f'mode: mpi\nnodes: 4\n{restart}\ncommand: "{command}"')
-        job = sh([TI, "submit", str(spec)], env=env).stdout.split()[0]
-        for index in range(4):
-            wait_for_file(marks / f"run-1-{index}")
-        ran = max(float((marks / f"run-1-{index}").read_text()) for index in range(4))
-        tool_times.append(ran - float((marks / "failed").read_text()))
-        subprocess.run(["scancel", job], check=False)
-        by_hand = (
-            "for a in 0 1; do srun --kill-on-bad-exit=1 bash -c "
-            "'date +%s.%N > {dir}/run-$0-$SLURM_NODEID; if [ $0 = 0 ] && [ $SLURM_NODEID = 1 ]; then sleep 2; "
-            "date +%s.%N > {dir}/failed; exit 3; fi' $a; done"
-        )
-        base_dir = run_baseline_job(tmp / f"in-place-hand-{i}", by_hand)
-        ran = max(float((base_dir / f"run-1-{index}").read_text()) for index in range(4))
-        base_times.append(ran - float((base_dir / "failed").read_text()))
-    tool, base = statistics.median(tool_times), statistics.median(base_times)
+    times = [in_place_restart(tmp, str(i)) for i in range(repeat)]
+    tool, base = statistics.median(t for t, _ in times), statistics.median(b for _, b in times)
     return [
         Row(
             "failure -> command running again in place (4 nodes)",

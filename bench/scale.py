@@ -4,6 +4,8 @@ modes at the largest size. Needs the test cluster at that size (``sudo ci/slurm-
     python3 bench/scale.py                     # sizes 4, 32, 128; 2 runs each, alternating with the baseline
     python3 bench/scale.py --sizes 4,16 --repeat 3
 
+In place: from a rank's failure to the command running again on every node (``restart.in_place``), beside
+a batch script that runs its ``srun`` again.
 Job start: from the job's start (ti-slurm: its plan written by the batch script; baseline: the
 script's first line) to the command running on every node. Failure: from the failing rank's exit to
 the job's end (ti-slurm: its final record; baseline: ``srun --kill-on-bad-exit`` returning). During
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import ROOT, TI, held_spec, run_baseline_job, sh
+from run import ROOT, TI, held_spec, in_place_restart, run_baseline_job, sh
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -140,6 +142,7 @@ def main() -> int:
     # Ray on 2 cores: 16 nodes start in ~90 s; at 32 a raylet misses Ray's fixed 30 s registration wait, at 64
     # Slurm's step launches time out too; 127 would also need ~30 GiB (~240 MB per Ray node)
     parser.add_argument("--ray-nodes", type=int, default=16, help="the Ray job's size (0: none)")
+    parser.add_argument("--no-modes", action="store_true", help="only the start, failure and in-place rows")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -152,7 +155,8 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     use: dict[str, float] = {}
     for nodes in sizes:
-        measured: dict[str, list[float]] = {k: [] for k in ("start", "start_base", "fail", "fail_base")}
+        kinds = ("start", "start_base", "fail", "fail_base", "in_place", "in_place_base")
+        measured: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(args.repeat):  # alternating, so both see the same machine
             tag = f"{nodes}-{i}"
             sampler = Sampler(tmp / "out") if nodes == max(sizes) and i == 0 else None
@@ -164,36 +168,44 @@ def main() -> int:
             measured["start_base"].append(baseline_start(tmp, nodes, tag))
             measured["fail"].append(ti_slurm_failure(tmp, nodes, tag))
             measured["fail_base"].append(baseline_failure(tmp, nodes, tag))
+            tool, base = in_place_restart(tmp, tag, nodes, partition_for(nodes))
+            measured["in_place"].append(tool)
+            measured["in_place_base"].append(base)
         row: dict[str, object] = {"nodes": nodes, **{k: statistics.median(v) for k, v in measured.items()}}
         rows.append(row)
         print(
             f"{nodes:>4} nodes  start {row['start']:6.2f} s vs srun {row['start_base']:6.2f} s "
             f"({row['start'] / row['start_base']:.2f}x)   failure {row['fail']:6.2f} s vs srun "  # type: ignore[operator]
-            f"{row['fail_base']:6.2f} s ({row['fail'] / row['fail_base']:.2f}x)",  # type: ignore[operator]
+            f"{row['fail_base']:6.2f} s ({row['fail'] / row['fail_base']:.2f}x)   in place "  # type: ignore[operator]
+            f"{row['in_place']:6.2f} s vs srun again {row['in_place_base']:6.2f} s",
             flush=True,
         )
     print(f"during the {max(sizes)}-node start: " + ", ".join(f"{k} {v:.2f}" for k, v in use.items()), flush=True)
     n = max(sizes)
     part = partition_for(n)
     half = n // 2
-    modes = [
-        run_mode(tmp, f"ddp, {n} nodes", f"mode: ddp\nnodes: {n}\npartition: {part}\ncommand: 'echo $RANK'"),
-        run_mode(
-            tmp,
-            f"horovod/mpi: the seed's mpirun -H $NODE_IP_SLOT_LIST, {n} nodes",
-            f"mode: horovod\nnodes: {n}\ngpus_per_node: 1\npartition: {part}\n"
-            "command: 'mpirun --allow-run-as-root -np $GPU_NUM -H $NODE_IP_SLOT_LIST hostname'",
-        ),
-        run_mode(
-            tmp,
-            f"ps-worker, {half} ps + {n - half} workers",
-            f"mode: ps-worker\nps: {{nodes: {half}, partition: {part}}}\n"
-            # parameter servers serve until ti-slurm stops them (one that ends first fails the job, as on TI)
-            f"worker: {{nodes: {n - half}, partition: {part}}}\n"
-            "command: 'if [[ $TF_CONFIG == *''\"type\":\"ps\"''* ]]; then exec sleep 600; fi'",
-        ),
-    ]
-    if args.ray_nodes:  # head + 5 worker groups
+    modes = (
+        []
+        if args.no_modes
+        else [
+            run_mode(tmp, f"ddp, {n} nodes", f"mode: ddp\nnodes: {n}\npartition: {part}\ncommand: 'echo $RANK'"),
+            run_mode(
+                tmp,
+                f"horovod/mpi: the seed's mpirun -H $NODE_IP_SLOT_LIST, {n} nodes",
+                f"mode: horovod\nnodes: {n}\ngpus_per_node: 1\npartition: {part}\n"
+                "command: 'mpirun --allow-run-as-root -np $GPU_NUM -H $NODE_IP_SLOT_LIST hostname'",
+            ),
+            run_mode(
+                tmp,
+                f"ps-worker, {half} ps + {n - half} workers",
+                f"mode: ps-worker\nps: {{nodes: {half}, partition: {part}}}\n"
+                # parameter servers serve until ti-slurm stops them (one that ends first fails the job, as on TI)
+                f"worker: {{nodes: {n - half}, partition: {part}}}\n"
+                "command: 'if [[ $TF_CONFIG == *''\"type\":\"ps\"''* ]]; then exec sleep 600; fi'",
+            ),
+        ]
+    )
+    if args.ray_nodes and not args.no_modes:  # head + 5 worker groups
         groups = [(args.ray_nodes - 1) // 5 + (k < (args.ray_nodes - 1) % 5) for k in range(5)]
         modes.append(
             run_mode(
