@@ -7,6 +7,7 @@ whether it is still pending or running. Pure functions of their inputs.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ class AttemptStatus:
     lost_nodes: list[str] = field(default_factory=list)
     # a lost node -> the spare that took its place (None: the job went on without it, its size elastic)
     replaced: dict[str, str | None] = field(default_factory=dict)
+    idle: list[str] = field(default_factory=list)  # spare nodes the attempt held idle
 
 
 @dataclass
@@ -96,19 +98,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     for ev in own_events(events, job.submission):
         kind = ev.get("event")
         if kind == "start":
-            status.mode = str(ev.get("mode", ""))
-            status.components = [
-                ComponentStatus(str(c["name"]), [str(n) for n in c["nodes"]], "RUNNING")
-                for c in ev.get("components") or []
-                if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
-            ]
-            status.state, status.reason, status.failed = JobState.RUNNING, "", {}
-            status.code = _mapping(ev.get("code"))  # the snapshot the job runs, when it has one
-            status.staging = {}
-            attempt = _attempt(status, ev)
-            attempt.started = _number(ev.get("time"))
-            attempt.nodes = [n for c in status.components for n in c.nodes]
-            attempt.replaced = {str(k): None if v is None else str(v) for k, v in _mapping(ev.get("replaced")).items()}
+            _started(status, ev)
         elif kind == "staging":
             status.staging = _staging(ev.get("nodes"))
         elif kind == "step-exit":
@@ -146,6 +136,24 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
         else:
             status.reason = "not in the queue and no record in the job directory"
     return status
+
+
+def _started(status: JobStatus, ev: dict[str, Any]) -> None:
+    """An attempt's start: its components and nodes, the spares that took lost nodes' places, those held idle."""
+    status.mode = str(ev.get("mode", ""))
+    status.components = [
+        ComponentStatus(str(c["name"]), [str(n) for n in c["nodes"]], "RUNNING")
+        for c in ev.get("components") or []
+        if isinstance(c, dict) and "name" in c and isinstance(c.get("nodes"), list)
+    ]
+    status.state, status.reason, status.failed = JobState.RUNNING, "", {}
+    status.code = _mapping(ev.get("code"))  # the snapshot the job runs, when it has one
+    status.staging = {}
+    attempt = _attempt(status, ev)
+    attempt.started = _number(ev.get("time"))
+    attempt.nodes = [n for c in status.components for n in c.nodes]
+    attempt.replaced = {str(k): None if v is None else str(v) for k, v in _mapping(ev.get("replaced")).items()}
+    attempt.idle = [str(n) for n in ev.get("idle") or [] if isinstance(n, str)]
 
 
 def _staging(nodes: object) -> dict[str, list[int]]:
@@ -225,23 +233,42 @@ def progress_line(status: JobStatus) -> str:
     return line
 
 
+def _attempt_lines(attempts: list[AttemptStatus]) -> list[str]:
+    """The attempts' table (when the job went on after one), each lost node's fate, and what spares cost."""
+    cost = [spare_cost_line(attempts, time.time())] if any(a.idle for a in attempts) else []
+    if len(attempts) < 2 and not any(a.requeued for a in attempts):
+        return cost
+    lines = [f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason"]
+    for a in attempts:
+        end = a.state if a.ended else "RUNNING"
+        end += (" -> restarted in place" if a.in_place else " -> requeued") if a.requeued else ""
+        lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
+        for lost, spare in a.replaced.items():
+            if spare:
+                lines.append(f"  {'':<8} spare {spare} took the place of lost node {lost}")
+            else:
+                lines.append(f"  {'':<8} went on without lost node {lost}, on {len(a.nodes)} nodes")
+    return lines + cost
+
+
+def spare_cost_line(attempts: list[AttemptStatus], now: float) -> str:
+    """What holding spare nodes cost: their idle node-hours, against the job's (a running attempt up to ``now``)."""
+    idle = held = 0.0
+    for a in attempts:
+        hours = 0.0 if a.started is None else max(0.0, ((a.ended or now) - a.started) / 3600)
+        idle += hours * len(a.idle)
+        held += hours * (len(a.nodes) + len(a.idle))
+    most = max(len(a.idle) for a in attempts)
+    share = f" ({idle / held:.0%} of the job's {held:.2f})" if held else ""
+    return f"  spare nodes: up to {most} held idle, {idle:.2f} node-hours{share}"
+
+
 def format_status(status: JobStatus) -> str:
     """A short table for people."""
     head = f"job {status.job_id}  {status.name}  {status.mode or '-'}  {status.state}"
     if status.reason:
         head += f"  ({status.reason})"
-    lines = [head, *_code_lines(status.code)]
-    if len(status.attempts) > 1 or any(a.requeued for a in status.attempts):
-        lines.append(f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason")
-        for a in status.attempts:
-            end = a.state if a.ended else "RUNNING"
-            end += (" -> restarted in place" if a.in_place else " -> requeued") if a.requeued else ""
-            lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
-            for lost, spare in a.replaced.items():
-                if spare:
-                    lines.append(f"  {'':<8} spare {spare} took the place of lost node {lost}")
-                else:
-                    lines.append(f"  {'':<8} went on without lost node {lost}, on {len(a.nodes)} nodes")
+    lines = [head, *_code_lines(status.code), *_attempt_lines(status.attempts)]
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")
         for comp in status.components:

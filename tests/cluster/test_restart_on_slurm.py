@@ -446,6 +446,7 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     assert_slurm_ran_it(job, 1)
     shown = run_cli("status", job.id).stdout
     assert f"spare {spare} took the place of lost node {lost}" in shown, shown
+    assert re.search(r"spare nodes: up to 1 held idle, \d+\.\d\d node-hours \(\d+% of the job's", shown), shown
     assert_nothing_left(out)
 
 

@@ -93,3 +93,19 @@ def test_a_restart_in_place_is_running_and_shows_as_an_attempt() -> None:
     assert status.state is JobState.RUNNING
     assert [(a.attempt, a.in_place) for a in status.attempts] == [(0, True), (1, False)]
     assert "FAILED -> restarted in place ddp node n2 (index 1) exited 3" in format_status(status)
+
+
+def test_spare_nodes_held_idle_show_what_they_cost() -> None:
+    """3 nodes and a spare for an hour, the spare then takes a lost node's place for half an hour more."""
+    start = {"event": "start", "submission": "s1", "attempt": 0, "time": 0.0, "mode": "ddp",
+             "components": [{"name": "ddp", "nodes": ["n1", "n2", "n3"]}], "idle": ["n4"]}  # fmt: skip
+    end = {"event": "end", "submission": "s1", "attempt": 0, "time": 3600.0, "state": "NODE_FAIL",
+           "cause": "node_fail", "requeue": True, "in_place": True}  # fmt: skip
+    again = {**start, "attempt": 1, "time": 3600.0, "replaced": {"n2": "n4"}, "idle": [],
+             "components": [{"name": "ddp", "nodes": ["n1", "n4", "n3"]}]}  # fmt: skip
+    done = {**end, "attempt": 1, "time": 5400.0, "state": "COMPLETED", "requeue": False, "in_place": False}
+    status = job_status(JOB, [start, end, again, done], None)
+    assert [a.idle for a in status.attempts] == [["n4"], []]
+    # idle: 1 node x 1 h; the job's: 4 nodes x 1 h + 3 x 0.5 h
+    assert "  spare nodes: up to 1 held idle, 1.00 node-hours (18% of the job's 5.50)" in format_status(status)
+    assert "spare nodes" not in format_status(job_status(JOB, [START, END_FAILED], None))

@@ -106,7 +106,7 @@ class Supervisor:
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)
-        spares = {"replaced": replaced} if replaced else {}  # a lost node -> the spare in its place (None: none)
+        spares = self.nodes.start_fields(replaced)
         self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         outcome = self.loop()

@@ -48,6 +48,13 @@ class NodeSet:
         busy = set(self.running[component]) | set(self.taken_out)
         return [name for name in self.allocated[component] if name not in busy]
 
+    def start_fields(self, replaced: Replacements | None) -> dict[str, object]:
+        """The attempt's start record's: each lost node -> the spare in its place (None: none), and the spares it
+        holds idle (what holding them costs, in status)."""
+        fields: dict[str, object] = {"replaced": replaced} if replaced else {}
+        idle = [name for c in range(len(self.allocated)) for name in self.spares(c)]
+        return fields | ({"idle": idle} if idle else {})
+
     def outlives_a_loss(self) -> bool:
         """Could the job go on in place after losing a node: a spare is left, or a component may shrink."""
         return any(self.spares(c) or self.shrinkable(c) for c in range(len(self.allocated)))
