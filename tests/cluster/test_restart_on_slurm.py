@@ -30,6 +30,7 @@ from ti_slurm.status import JobStatus
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "ci" / "slurm-cluster"
+IN_PLACE_ON_NODE_FAIL = "restart: {max: 0, on: [node_fail], in_place: 1}"
 SEED_DDP = (
     "python -m torch.distributed.launch --nproc_per_node 1 --nnodes $WORLD_SIZE --node_rank $RANK "
     "--master_addr $MASTER_ADDR --master_port $MASTER_PORT resume.py"
@@ -41,6 +42,19 @@ def training(tmp_path: Path, steps: int, out: str, extra: str = "", **fields: ob
     shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
     command = f"{SEED_DDP} --steps {steps} --step-seconds 0.5 --out {out} {extra}"
     return api_spec(tmp_path, mode="ddp", nodes=2, workdir=str(tmp_path), command=command, **fields)
+
+
+def training_file(tmp_path: Path, args: str, *lines: str, nodes: str = "2", partition: str = "") -> Path:
+    """A spec file on disk, as users write one: DDP on ``nodes`` nodes training examples/ddp/resume.py ``args``
+    through the seed's launch line; ``lines``: more of the spec's YAML."""
+    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
+    where = f"partition: {partition}\n" if partition else ""
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"mode: ddp\nnodes: {nodes}\n{where}workdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"command: {SEED_DDP} {args}\n" + "".join(f"{line}\n" for line in lines)
+    )
+    return path
 
 
 def reference(tmp_path: Path, steps: int) -> dict[str, object]:
@@ -257,13 +271,12 @@ def test_an_expedited_requeue_starts_again_at_once_and_a_last_failure_still_ends
     site = tmp_path / "site.toml"
     site.write_text((CLUSTER / "site.toml").read_text() + "expedited_requeue = true\n")
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
-    (tmp_path / "job.yaml").write_text(
-        f"mode: ddp\nnodes: 2\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
-        f"command: {SEED_DDP} --steps 40 --step-seconds 0.5 --out {out} --fail-rank 1 --fail-step 5\n"
-        "restart: {max: 1, on: [failure]}\n"
+    spec = training_file(
+        tmp_path,
+        f"--steps 40 --step-seconds 0.5 --out {out} --fail-rank 1 --fail-step 5",
+        "restart: {max: 1, on: [failure]}",
     )
-    res = run_cli("submit", str(tmp_path / "job.yaml"), "--wait", env={"TI_SLURM_CONFIG": str(site)})
+    res = run_cli("submit", str(spec), "--wait", env={"TI_SLURM_CONFIG": str(site)})
     assert res.returncode != 0 and res.stdout, res.stderr
     job = ti_slurm.get_job(res.stdout.split()[0])
     final = job.status()
@@ -416,14 +429,9 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     """A node dies (its slurmd and every process of it): a spare held in the allocation takes its place and
     rank within seconds, the training resumes from its checkpoint, no requeue, the same model as without."""
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
-    (tmp_path / "job.yaml").write_text(
-        f"mode: ddp\nnodes: 2\npartition: {island.name}\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
-        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --save-every 10\n"
-        "spare_nodes: 1\n"
-        "restart: {max: 0, on: [node_fail], in_place: 1}\n"
-    )
-    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    args = f"--steps 60 --step-seconds 0.5 --out {out} --save-every 10"
+    spec = training_file(tmp_path, args, "spare_nodes: 1", IN_PLACE_ON_NODE_FAIL, partition=island.name)
+    res = run_cli("submit", str(spec))
     assert res.returncode == 0, res.stderr
     job = ti_slurm.get_job(res.stdout.split()[0])
     wait_for_step(job, 20)  # saved at step 20
@@ -450,6 +458,34 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     assert_nothing_left(out)
 
 
+def test_a_node_that_fails_its_preflight_is_swapped_for_a_spare_from_a_yaml_spec(
+    tmp_path: Path, island: Island
+) -> None:
+    """One node resolves the master's name to a wrong address (its own /etc/hosts): its preflight fails, and the
+    spare takes its place and rank in a restart in place; the job completes on the master and the spare."""
+    master, bad, spare = island.nodes[:3]
+    hosts = Path("/run/ti-slurm-cluster") / f"hosts-{bad}"  # that node's own /etc/hosts (bind-mounted)
+    saved = hosts.read_text()
+    entry = re.search(rf"^(\S+) {master}\b.*$", saved, re.M)
+    assert entry, saved
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\npartition: {island.name}\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"sbatch: {{nodelist: '{master},{bad},{spare}'}}\n"
+        "command: echo $INDEX $(hostname) > ran-$INDEX\n"
+        f"spare_nodes: 1\n{IN_PLACE_ON_NODE_FAIL}\n"
+    )
+    hosts.write_text(saved.replace(entry.group(0), f"10.77.0.99 {master}"))
+    try:
+        res = run_cli("submit", "--wait", str(tmp_path / "job.yaml"))
+    finally:
+        hosts.write_text(saved)
+    assert res.returncode == 0, res.stderr
+    assert [(tmp_path / f"ran-{i}").read_text().split() for i in range(2)] == [["0", master], ["1", spare]]
+    shown = run_cli("status", res.stdout.split()[0]).stdout
+    assert f"failed preflight on {bad}: resolves {master} to 10.77.0.99" in shown, shown
+    assert f"spare {spare} took the place of lost node {bad}" in shown, shown
+
+
 def test_an_elastic_job_starts_on_what_slurm_gives_and_goes_on_without_a_lost_node(
     tmp_path: Path, island: Island
 ) -> None:
@@ -458,14 +494,11 @@ def test_an_elastic_job_starts_on_what_slurm_gives_and_goes_on_without_a_lost_no
     dies with no spare: the job restarts in place on the nodes left (no requeue), and the training sees them."""
     n = len(island.nodes)
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
-    (tmp_path / "job.yaml").write_text(
-        f"mode: ddp\nnodes: {{min: 2, max: {n + 1}}}\npartition: {island.name}\nworkdir: {tmp_path}\n"
-        f"output_dir: {tmp_path / 'jobs'}\n"
-        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --save-every 10\n"
-        "restart: {max: 0, on: [node_fail], in_place: 1}\n"
+    args = f"--steps 60 --step-seconds 0.5 --out {out} --save-every 10"
+    spec = training_file(
+        tmp_path, args, IN_PLACE_ON_NODE_FAIL, nodes=f"{{min: 2, max: {n + 1}}}", partition=island.name
     )
-    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    res = run_cli("submit", str(spec))
     assert res.returncode == 0, res.stderr
     job = ti_slurm.get_job(res.stdout.split()[0])
     wait_for_step(job, 20)
@@ -492,14 +525,8 @@ def test_an_elastic_job_starts_on_what_slurm_gives_and_goes_on_without_a_lost_no
 def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> None:
     """Through the CLI and a YAML file: the watchdog finds the hung rank, the commands restart in place."""
     out = f"model-{uuid.uuid4().hex[:8]}.json"
-    shutil.copy(ROOT / "examples" / "ddp" / "resume.py", tmp_path / "resume.py")
-    (tmp_path / "job.yaml").write_text(
-        f"mode: ddp\nnodes: 2\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
-        f"command: {SEED_DDP} --steps 60 --step-seconds 0.5 --out {out} --hang-rank 1 --fail-step 30 --fail-once"
-        " --save-every 10\n"
-        "watchdog: {silence: 15}\n"
-        "restart: {max: 0, on: [hang], in_place: 1}\n"
-    )
+    args = f"--steps 60 --step-seconds 0.5 --out {out} --hang-rank 1 --fail-step 30 --fail-once --save-every 10"
+    training_file(tmp_path, args, "watchdog: {silence: 15}", "restart: {max: 0, on: [hang], in_place: 1}")
     res = run_cli("submit", "--wait", "job.yaml", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.split()[0]

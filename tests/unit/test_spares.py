@@ -64,6 +64,27 @@ def test_a_lost_node_restarts_in_place_on_a_spare_and_the_job_completes(tmp_path
     assert control.requeued == []  # no trip through the queue
 
 
+@pytest.mark.parametrize("spares", [1, 0])
+def test_a_node_that_fails_its_preflight_is_taken_out_for_a_spare(tmp_path: Path, spares: int) -> None:
+    """With a spare left, a node whose preflight failed (exit 125) is swapped for it like a lost node; without
+    one, it is a failure like any other (here restarted in place on the same nodes)."""
+    from tests.unit.test_restart import FakeControl
+
+    plan = plan_of(spares=spares)
+    control = FakeControl()
+    launcher = FakeLauncher(plan, tmp_path, {"ddp-1@0": (125, 0)}, control=control)
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    starts = [e for e in events(tmp_path) if e["event"] == "start"]
+    first_end = next(e for e in events(tmp_path) if e["event"] == "end")
+    if spares:
+        assert outcome.state is JobState.COMPLETED, outcome.reason
+        assert starts[1]["replaced"] == {"ddp-host1": "ddp-host2"}
+        assert (first_end["cause"], first_end["lost_nodes"]) == ("node_fail", ["ddp-host1"])
+    else:
+        assert (first_end["cause"], "replaced" in starts[1]) == ("failure", False)  # in place, on the same nodes
+    assert control.requeued == []
+
+
 def test_without_a_spare_left_a_lost_node_requeues_as_before(tmp_path: Path) -> None:
     from tests.unit.test_restart import FakeControl
 

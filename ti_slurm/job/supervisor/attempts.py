@@ -12,12 +12,14 @@ requeues are left, the job is requeued, under the same id, away from the lost no
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ti_slurm.core.choices import IN_PLACE_CAUSES
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
+from ti_slurm.job.preflight import PREFLIGHT_EXIT
 from ti_slurm.job.restart import CAUSE_STATES, preempted, should_requeue
 from ti_slurm.job.supervisor.judge import Outcome
 
@@ -124,8 +126,15 @@ def own_reason(outcome: Outcome, failure_file: str) -> None:
         outcome.reason = f"{text[:500]} ({outcome.reason})" if outcome.reason else text[:500]
 
 
-def named_cause(outcome: Outcome, lost: list[str], hung: list[str], silence: int) -> Outcome:
-    """A failed attempt's cause: a lost node, a hung command, or a command's failure."""
+def named_cause(
+    outcome: Outcome, lost: list[str], hung: list[str], silence: int, replaceable: Callable[[Outcome], bool]
+) -> Outcome:
+    """A failed attempt's cause: a lost node, a hung command, a node whose preflight failed that a spare (or a
+    smaller size) can do without (``replaceable``: as a lost node), or a command's failure."""
+    node = outcome.failed.get("node")
+    bad = replace(outcome, cause="node_fail", lost_nodes=[str(node)])  # taken out, as a lost node is
+    if not lost and outcome.failed.get("exit_code") == PREFLIGHT_EXIT and node and replaceable(bad):
+        return bad
     if lost:
         outcome.cause, outcome.lost_nodes = "node_fail", lost
         outcome.state = JobState.NODE_FAIL

@@ -114,7 +114,7 @@ class Supervisor:
             snap = self.records.snapshot()
             lost = self.liveness.lost(self.steps.launches, snap, self.control)
             hung = self.liveness.hung(self.steps.launches, snap, self.plan.watchdog_silence)
-            outcome = attempts.named_cause(outcome, lost, hung, self.plan.watchdog_silence)
+            outcome = attempts.named_cause(outcome, lost, hung, self.plan.watchdog_silence, self.nodes.can_replace)
         return outcome
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:

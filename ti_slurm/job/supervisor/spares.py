@@ -79,6 +79,10 @@ class NodeSet:
             out.update(dict.fromkeys(left_out))
         return out if set(out) == set(lost) else None
 
+    def can_replace(self, outcome: Outcome) -> bool:
+        """Whether the attempt could go on in place without the outcome's lost (or bad) nodes."""
+        return self.replacements(outcome) is not None
+
     def swap(self, replaced: Replacements, launcher: Launcher, say: Callable[[str], None]) -> NodeNames:
         """Each lost node's place goes to its spare, or is given up, from the launcher's next start; the lost
         nodes are out for good. The new attempt's names."""
