@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ti_slurm.core.choices import NAMED_BACKENDS
-from ti_slurm.errors import TiSlurmError
+from ti_slurm.errors import ConfigError, TiSlurmError
 from ti_slurm.job.modes import mode_names
 from ti_slurm.job.platforms import get_platform, platform_names
 from ti_slurm.version import __version__
@@ -98,6 +98,14 @@ def _add_submit(s: argparse.ArgumentParser) -> None:
     s.add_argument("--wait", action="store_true", help="show progress; exit 0 only if the job succeeds")
     s.add_argument("--sync", metavar="DIR", help="with --host: first upload DIR's changed files to the remote workdir")
     s.add_argument(
+        "--after",
+        metavar="JOB",
+        action="append",
+        default=[],
+        help="start once JOB ended (repeat, or JOB,JOB): a pipeline's next step; in place of the spec's after:",
+    )
+    s.add_argument("--when", choices=("ok", "failed", "any"), help="with --after: how those jobs must end (ok)")
+    s.add_argument(
         "--queue-anyway",
         action="store_true",
         help="submit a job its partition cannot run as it stands (say, for nodes about to be added)",
@@ -150,12 +158,17 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.client import submit
 
+    if args.when and not args.after:
+        raise ConfigError("--when", args.when, "says how the --after jobs must end; name them with --after JOB")
+
     job = submit(
         args.spec,
         backend="local" if args.local else args.backend,
         host=None if args.local or args.backend == "local" else args.host,
         sync=args.sync,
         queue_anyway=args.queue_anyway,
+        after=[job for given in args.after for job in given.split(",")],
+        when=args.when or "ok",
         **ssh_options(args),
     )
     if job.synced_files is not None:

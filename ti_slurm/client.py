@@ -24,7 +24,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -34,7 +34,7 @@ from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
-from ti_slurm.spec import JobSpec, load_spec, parse_spec
+from ti_slurm.spec import JobSpec, load_spec, parse_spec, with_after
 from ti_slurm.status import JobStatus, job_status
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ def submit(
     accept_new_host_key: bool = False,
     ssh_config: str | None = None,
     queue_anyway: bool = False,
+    after: Sequence[Job | str] = (),
+    when: str = "ok",
 ) -> Job:
     """Submit a job; return its handle once the scheduler has its id.
 
@@ -130,10 +132,13 @@ def submit(
     above its maximum) is refused with a :class:`SubmissionError` and nothing is
     submitted, unless ``queue_anyway`` (say, for nodes about to be added). The
     job is recorded so :func:`get_job` and :func:`jobs` find it later, from
-    this process or another.
+    this process or another. ``after`` (jobs or their ids) makes it a pipeline's next step: it starts once
+    they ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``.
     """
     check_host(host)
     job_spec = load(spec)
+    if after:
+        job_spec = with_after(job_spec, [a.id if isinstance(a, Job) else a for a in after], when)
     if host is None:
         host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
     if host and backend not in (None, "slurm", "ssh"):

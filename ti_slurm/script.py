@@ -47,6 +47,9 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
     if first:
         opt("job-name", plan.name)
         opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
+    if first and plan.dependency:  # the whole job's; one that can never be met ends it instead of pending on
+        opt("dependency", plan.dependency)
+        opt("kill-on-invalid-dep", "yes")
     opt("nodes", comp.node_request)
     if not comp.elastic:  # beside a range it makes Slurm give the fewest nodes; -N alone gives what it can
         opt("ntasks-per-node", 1)

@@ -333,6 +333,31 @@ class RemoteSpec(_Strict):
     workdir: str | None = None
 
 
+AFTER_WHEN = {"ok": "afterok", "failed": "afternotok", "any": "afterany"}  # when: -> Slurm's dependency type
+
+
+def _job_ids(v: object) -> object:
+    """``after: {jobs: 5631001}`` is ``[5631001]``; ids as text (``123``, an array task ``123_4``, a whole array
+    ``123_*``)."""
+    items = v if isinstance(v, list) else [v]
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str) or not re.fullmatch(r"\d+(_(\d+|\*))?", str(item)):
+            raise ValueError(f"{item!r} is not a Slurm job id (123, an array task 123_4, or 123_*)")
+    return [str(item) for item in items]
+
+
+class AfterSpec(_Strict):
+    """``after: {jobs: [5631001], when: ok}``: the job waits for those jobs to end so (Slurm's ``--dependency``:
+    ok = afterok, failed = afternotok, any = afterany); one that cannot end so any more ends this job."""
+
+    jobs: Annotated[list[str], BeforeValidator(_job_ids)] = Field(min_length=1)
+    when: Literal["ok", "failed", "any"] = "ok"
+
+    @property
+    def dependency(self) -> str:
+        return ":".join((AFTER_WHEN[self.when], *self.jobs))
+
+
 class JobSpec(_Strict):
     """A whole training job, as a user writes it."""
 
@@ -378,6 +403,7 @@ class JobSpec(_Strict):
     preflight: bool | Literal["on", "off"] | PreflightSpec = True
     # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
     restart: RestartSpec | None = None
+    after: AfterSpec | None = None  # a pipeline: run once other jobs ended (ok, failed or any)
     # nodes allocated beside the job's and held idle: a lost node's place goes to one in a restart in place
     spare_nodes: int = Field(default=0, ge=0, le=1024)
     signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit
@@ -633,6 +659,17 @@ def parse_spec(data: object) -> JobSpec:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
         raise _one_line(exc) from None
+
+
+def with_after(spec: JobSpec, jobs: list[str], when: str) -> JobSpec:
+    """``spec`` waiting for ``jobs`` to end ``when`` (``submit --after``, ``submit(after=...)``), in place of its own
+    ``after:``; a bad id or ``when`` is one line naming ``after.jobs`` or ``after.when``."""
+    try:
+        after = AfterSpec.model_validate({"jobs": jobs, "when": when})
+    except ValidationError as exc:
+        err = _one_line(exc)
+        raise SpecError(f"after.{err.field}", err.value, err.why) from None
+    return spec.model_copy(update={"after": after})
 
 
 _FORMS = ("number", "range")

@@ -75,6 +75,7 @@ class JobStatus:
     code: dict[str, Any] = field(default_factory=dict)
     # while nodes copy staged inputs: node -> [bytes done, bytes in all] (empty once none is copying)
     staging: dict[str, list[int]] = field(default_factory=dict)
+    waits_for: str = ""  # a pending job's after: as Slurm shows it (afterok:123(unfulfilled))
 
     @property
     def settled(self) -> bool:
@@ -120,7 +121,10 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     if status.attempts and status.attempts[-1].requeued:  # the latest attempt ended, and the job goes on
         return _requeued_status(status, status.attempts[-1], queued)
     if not status.state.is_terminal:
-        if queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it
+        if queued is not None and queued.reason == NEVER_SATISFIED:  # after: the jobs it needs ended otherwise
+            status.state = queued.state
+            status.reason = f"never started: the jobs it waited for ended otherwise ({queued.dependency or '?'})"
+        elif queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it
             status.state = queued.state
             status.reason = f"the job ended without a final record (Slurm: {queued.state}"
             status.reason += f", {queued.reason})" if queued.reason else ")"
@@ -130,6 +134,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
                 status.reason = status.reason or queued.reason
             if not status.components and queued.state is JobState.PENDING:
                 status.reason = queued.reason or "waiting for resources"
+                status.waits_for = queued.dependency
         elif status.state is JobState.RUNNING:
             status.state = JobState.FAILED
             status.reason = "the job ended without a final record (killed, or its node failed)"
@@ -207,6 +212,9 @@ def _requeued_status(status: JobStatus, last: AttemptStatus, queued: JobInfo | N
     return status
 
 
+NEVER_SATISFIED = "DependencyNeverSatisfied"  # Slurm's reason: an after: that can no longer be met
+
+
 def recorded_end(job: JobInfo, events: list[dict[str, Any]]) -> bool:
     """Whether the job's own record has its final event (then the queue need not be asked):
     an ``end`` that was not requeued, with no attempt after it."""
@@ -222,6 +230,8 @@ def progress_line(status: JobStatus) -> str:
     line = status.state.value
     if status.reason and not status.state.is_terminal:
         line += f" ({status.reason})"
+        if status.waits_for:
+            line += f": waits for {status.waits_for}"
         forever = PENDING_FOREVER.get(status.reason) if status.state is JobState.PENDING else None
         if forever:
             line += f": {forever}; it cannot start as the partition stands"
@@ -268,6 +278,8 @@ def format_status(status: JobStatus) -> str:
     head = f"job {status.job_id}  {status.name}  {status.mode or '-'}  {status.state}"
     if status.reason:
         head += f"  ({status.reason})"
+    if status.waits_for:
+        head += f"  waits for {status.waits_for}"
     lines = [head, *_code_lines(status.code), *_attempt_lines(status.attempts)]
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")

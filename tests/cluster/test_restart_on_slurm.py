@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -555,6 +556,36 @@ def test_a_ps_worker_job_restarts_in_place_ps_and_workers_together(tmp_path: Pat
     logs = Path(final.job_dir) / "logs"
     assert (logs / "ps-0.log").read_text() == "ps attempt 1\n"
     assert [(logs / f"worker-{i}.log").read_text() for i in (0, 1)] == ["1 attempt 1\n", "2 attempt 1\n"]
+    assert_nothing_left(marker)
+
+
+def test_a_ps_worker_job_swaps_a_lost_worker_for_a_spare_and_tf_config_names_it(tmp_path: Path, island: Island) -> None:
+    """``worker: {nodes: 2}`` and ``spare_nodes: 1`` (spares join the workers): a worker's node dies, the spare
+    takes its place and index, the ps and the workers restart in place, and every TF_CONFIG lists the spare."""
+    marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
+    record = f'echo "$(hostname) $TF_CONFIG" > {tmp_path}/w-$TI_SLURM_RESTART_COUNT-$INDEX'
+    wait = '[ "$TI_SLURM_RESTART_COUNT" != 0 ] || sleep 300'  # the first attempt's workers wait to be killed
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ps-worker\npartition: {island.name}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"command: 'if [ $TI_SLURM_ROLE = ps ]; then exec {marker}; fi; {record}; {wait}'\n"
+        f"ps: {{nodes: 1}}\nworker: {{nodes: 2}}\nspare_nodes: 1\n{IN_PLACE_ON_NODE_FAIL}\n"
+    )
+    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    assert res.returncode == 0, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    first = [tmp_path / f"w-0-{i}" for i in (1, 2)]
+    deadline = time.monotonic() + 120
+    while not all(f.exists() for f in first) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    lost = first[1].read_text().split()[0]  # worker index 2's node (the ps node runs the batch step)
+    final = restarted_in_place_after_losing(job, lost)
+    (spare,) = final.attempts[1].replaced.values()
+    assert final.attempts[1].replaced == {lost: spare}
+    again = [(tmp_path / f"w-1-{i}").read_text().split(maxsplit=1) for i in (1, 2)]
+    assert again[1][0] == spare  # the spare took index 2
+    hosts = [w.split(":")[0] for w in json.loads(again[0][1])["cluster"]["worker"]]  # TF_CONFIG: ip:port
+    assert hosts == [socket.gethostbyname(again[0][0]), socket.gethostbyname(spare)]
+    assert all(json.loads(tf)["cluster"] == json.loads(again[0][1])["cluster"] for _, tf in again)
     assert_nothing_left(marker)
 
 

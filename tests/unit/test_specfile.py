@@ -74,6 +74,7 @@ code: 1.10
 code_ignore: [on, "*.ckpt"]
 inputs: {train: /data/0777, on: {path: 1.10, stage: local}}
 outputs: 2026-12-01
+after: {jobs: [5631001, 5_7, 5_*], when: any}
 """
 
 
@@ -127,6 +128,7 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert (ddp.code, ddp.code_ignore) == ("1.10", ["on", "*.ckpt"])
     assert (ddp.inputs["train"].path, ddp.outputs) == ("/data/0777", "2026-12-01")
     assert ddp.inputs["on"] == InputSpec(path="1.10", stage="local")  # a key YAML 1.1 reads as true
+    assert ddp.after is not None and ddp.after.dependency == "afterany:5631001:5_7:5_*"  # 5_7: not YAML 1.1's 57
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

@@ -120,6 +120,8 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     if plan.restart_max > 0:  # (pyslurm 25.11 has no field for --requeue=expedite: these requeue as usual)
         fields["is_requeueable"] = True
         fields["log_files_open_mode"] = "append"
+    if plan.dependency:  # as the script's --dependency and --kill-on-invalid-dep=yes
+        fields.update(dependencies=plan.dependency, kill_on_invalid_dependency=True)
     if plan.outlives_a_lost_node:  # as the script's --no-kill: a lost node leaves the allocation, the job goes on
         fields["kill_on_node_fail"] = False
     fields.update(sbatch_fields(plan.sbatch, known))

@@ -89,7 +89,7 @@ def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key:
         raise SubmissionError(f"the job can never start: {reason} (nothing was submitted)")
 
 
-_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|JobState|Reason|NodeList|UserId)=(\S*)")
+_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|JobState|Reason|NodeList|UserId|Dependency)=(\S*)")
 _JOB_NAME = re.compile(r" JobName=(.*?) (?:HetJobIdSet|UserId)=")
 
 
@@ -103,11 +103,10 @@ def parse_scontrol_jobs(text: str, uid: int) -> dict[str, JobInfo]:
             continue
         job_id = fields.get("HetJobId") or fields["JobId"]
         name = _JOB_NAME.search(line)
-        nodes = fields.get("NodeList", "")
-        add_queue_entry(
-            out, JobInfo(job_id, name.group(1) if name else "", "slurm", nodes="" if nodes == "(null)" else nodes),
-            fields.get("JobState", ""), fields.get("Reason", ""),
-        )  # fmt: skip
+        nodes, needs = fields.get("NodeList", ""), fields.get("Dependency", "")
+        entry = JobInfo(job_id, name.group(1) if name else "", "slurm", nodes="" if nodes == "(null)" else nodes)
+        entry.dependency = "" if needs == "(null)" else needs
+        add_queue_entry(out, entry, fields.get("JobState", ""), fields.get("Reason", ""))
     return out
 
 

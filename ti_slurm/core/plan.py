@@ -103,6 +103,7 @@ class JobPlan(Record):
     hccn_conf: str = "/etc/hccn.conf"  # each node's NPU device IPs (address_<id>=); "{node}": the node's name
     stop_grace: int = 10
     # surviving interruptions: requeues allowed, and for which causes (preempt timeout node_fail failure hang)
+    dependency: str = ""  # Slurm's --dependency (afterok:123:124): the job runs once those ended so
     restart_max: int = 0
     restart_on: tuple[str, ...] = ()
     restart_in_place: int = 0  # restarts inside the allocation after a failure or a hang (before any requeue)
