@@ -667,26 +667,35 @@ def killed_and_rerun(marks: Path, job: str, nodes: int, after: int | None = None
         wait_gone(job)
 
 
-def case_spare_swap(tmp: Path) -> list[Row]:
-    """From a node's death to the command running again on every node, a spare in the lost one's place (3 nodes
-    and a spare): ti-slurm against a hand-written --no-kill script that runs its srun again on what is left."""
+def node_loss_rerun(tmp: Path, name: str, body: str, allocated: int, after: int) -> tuple[float, float]:
+    """Seconds from the death of a 3-node job's node of index 1 to its command running again on ``after`` nodes:
+    ti-slurm with the spec's ``body`` (its nodes and restart), and a hand-written --no-kill script of
+    ``allocated`` nodes that runs its srun again on ``after`` of them."""
     env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
-    marks = tmp / "spare"
+    marks = tmp / name
     marks.mkdir()
     command = f"echo $(date +%s.%N) $SLURMD_NODENAME > {marks}/run-$TI_SLURM_RESTART_COUNT-$INDEX; sleep 300"
-    restart = "restart: {max: 0, on: [node_fail], in_place: 1}\nspare_nodes: 1"
-    spec = held_spec(tmp, f'mode: mpi\nnodes: 3\npartition: {SPARE_PARTITION}\n{restart}\ncommand: "{command}"')
-    tool = killed_and_rerun(marks, sh([TI, "submit", str(spec)], env=env).stdout.split()[0], 3)
-    hand = tmp / "spare-hand"
+    spec = held_spec(tmp, f'mode: mpi\npartition: {SPARE_PARTITION}\n{body}\ncommand: "{command}"')
+    tool = killed_and_rerun(marks, sh([TI, "submit", str(spec)], env=env).stdout.split()[0], 3, after)
+    hand = tmp / f"{name}-hand"
     hand.mkdir()
     script = hand / "job.sh"
     line = f"echo $(date +%s.%N) $SLURMD_NODENAME > {hand}/run-$0-$SLURM_NODEID; sleep 300"
     script.write_text(
-        f"#!/bin/bash\n#SBATCH -N4 -p {SPARE_PARTITION} --no-kill -o {hand}/o\n"
+        f"#!/bin/bash\n#SBATCH -N{allocated} -p {SPARE_PARTITION} --no-kill -o {hand}/o\n"
         f"srun -N3 --kill-on-bad-exit=1 bash -c '{line}' 0\n"  # returns once Slurm gives the lost node up
-        f"srun -N3 --overlap bash -c '{line}' 1\n"
+        f"srun -N{after} --overlap bash -c '{line}' 1\n"
     )
-    base = killed_and_rerun(hand, sh(["sbatch", "--parsable", str(script)]).stdout.strip(), 3)
+    return tool, killed_and_rerun(hand, sh(["sbatch", "--parsable", str(script)]).stdout.strip(), 3, after)
+
+
+IN_PLACE_ON_NODE_FAIL = "restart: {max: 0, on: [node_fail], in_place: 1}"
+
+
+def case_spare_swap(tmp: Path) -> list[Row]:
+    """From a node's death to the command running again on every node, a spare in the lost one's place (3 nodes
+    and a spare): ti-slurm against a hand-written --no-kill script that runs its srun again on what is left."""
+    tool, base = node_loss_rerun(tmp, "spare", f"nodes: 3\nspare_nodes: 1\n{IN_PLACE_ON_NODE_FAIL}", 4, 3)
     return [
         Row(
             "node lost -> command running again on a spare (3+1)",
@@ -703,24 +712,7 @@ def case_spare_swap(tmp: Path) -> list[Row]:
 def case_elastic_shrink(tmp: Path) -> list[Row]:
     """From a node's death to the command running again on the nodes left (``nodes: {min: 2, max: 3}``, no
     spare): ti-slurm against the same hand-written --no-kill script as for spares, on 2 of its 3 nodes."""
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp / "state"))
-    marks = tmp / "elastic"
-    marks.mkdir()
-    command = f"echo $(date +%s.%N) $SLURMD_NODENAME > {marks}/run-$TI_SLURM_RESTART_COUNT-$INDEX; sleep 300"
-    restart = "restart: {max: 0, on: [node_fail], in_place: 1}"
-    body = f'mode: mpi\nnodes: {{min: 2, max: 3}}\npartition: {SPARE_PARTITION}\n{restart}\ncommand: "{command}"'
-    spec = held_spec(tmp, body)
-    tool = killed_and_rerun(marks, sh([TI, "submit", str(spec)], env=env).stdout.split()[0], 3, after=2)
-    hand = tmp / "elastic-hand"
-    hand.mkdir()
-    script = hand / "job.sh"
-    line = f"echo $(date +%s.%N) $SLURMD_NODENAME > {hand}/run-$0-$SLURM_NODEID; sleep 300"
-    script.write_text(
-        f"#!/bin/bash\n#SBATCH -N3 -p {SPARE_PARTITION} --no-kill -o {hand}/o\n"
-        f"srun -N3 --kill-on-bad-exit=1 bash -c '{line}' 0\n"  # returns once Slurm gives the lost node up
-        f"srun -N2 --overlap bash -c '{line}' 1\n"
-    )
-    base = killed_and_rerun(hand, sh(["sbatch", "--parsable", str(script)]).stdout.strip(), 3, after=2)
+    tool, base = node_loss_rerun(tmp, "elastic", f"nodes: {{min: 2, max: 3}}\n{IN_PLACE_ON_NODE_FAIL}", 3, 2)
     return [
         Row(
             "node lost -> command running again on the 2 left (2-3)",

@@ -13,11 +13,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# the modules of the longest tests (minutes each, mostly waiting on Slurm): run first, so that parallel
+# workers (pytest -n) do not end the run waiting on one of them started last
+LONG_FIRST = ("test_restart_on_slurm.py", "test_containers_on_slurm.py", "test_multi_role_on_slurm.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = Path(str(item.fspath)).parent.name
         if tier in ("unit", "golden", "local", "cluster"):
             item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=_long_first)
+
+
+def _long_first(item: pytest.Item) -> int:
+    module = Path(str(item.fspath)).name
+    return LONG_FIRST.index(module) if module in LONG_FIRST else len(LONG_FIRST)
 
 
 @pytest.fixture
