@@ -20,6 +20,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every jo
 _LAZY = {
     "__version__": "ti_slurm.version",
     "submit": "ti_slurm.client",
+    "sweep": "ti_slurm.sweeps",
+    "get_sweep": "ti_slurm.sweeps",
+    "Sweep": "ti_slurm.sweeps",
+    "SweepStatus": "ti_slurm.sweeps",
     "get_job": "ti_slurm.client",
     "jobs": "ti_slurm.client",
     "render": "ti_slurm.client",
@@ -53,14 +57,18 @@ __all__ = [
     "JobStatus",
     "SpecError",
     "SubmissionError",
+    "Sweep",
+    "SweepStatus",
     "TiSlurmError",
     "UnknownJobError",
     "get_job",
+    "get_sweep",
     "jobs",
     "load",
     "plan",
     "render",
     "submit",
+    "sweep",
 ]
 
 if TYPE_CHECKING:
@@ -78,6 +86,7 @@ if TYPE_CHECKING:
     )
     from ti_slurm.spec import JobSpec
     from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
+    from ti_slurm.sweeps import Sweep, SweepStatus, get_sweep, sweep
     from ti_slurm.version import __version__ as __version__
 
 

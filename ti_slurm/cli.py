@@ -61,6 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_argument("--accept-new-host-key", action="store_true", help="record the key of a host never seen before")
     remote.add_argument("--ssh-config", help="SSH config file (default ~/.ssh/config)")
     _add_submit(sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote]))
+    sw = sub.add_parser(
+        "sweep", help="one job per point of a grid of parameters (prints the sweep's id)", parents=[remote]
+    )
+    _add_submit(sw)
+    sw.add_argument(
+        "--param",
+        metavar="NAME=V1,V2",
+        action="append",
+        default=[],
+        help="a parameter and its values (repeat: every combination); the command's {NAME} and TI_SLURM_PARAM_NAME",
+    )
+    sw.add_argument("--points", metavar="FILE", help="the points as a YAML or JSON list: - {lr: 0.1, batch: 32}")
+    sw.add_argument("--max-parallel", type=bounded(0, 100000), default=0, help="points running at once (0: no limit)")
 
     st = sub.add_parser("status", help="state of a job, its components and steps", parents=[remote])
     st.add_argument("job")
@@ -75,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel a job", parents=[remote])
     c.add_argument("job")
 
-    sub.add_parser("list", help="your jobs and their states", parents=[remote])
+    ls = sub.add_parser("list", help="your jobs and their states (a sweep as one line)", parents=[remote])
+    ls.add_argument("--points", action="store_true", help="each sweep's points too, under it")
     sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
 
     _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
@@ -155,22 +169,24 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def submit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``submit`` and ``sweep`` pass on alike: where the job goes, and what it waits for."""
+    if args.when and not args.after:
+        raise ConfigError("--when", args.when, "says how the --after jobs must end; name them with --after JOB")
+    return {
+        "backend": "local" if args.local else args.backend,
+        "host": None if args.local or args.backend == "local" else args.host,
+        "queue_anyway": args.queue_anyway,
+        "after": [job for given in args.after for job in given.split(",")],
+        "when": args.when or "ok",
+        **ssh_options(args),
+    }
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.client import submit
 
-    if args.when and not args.after:
-        raise ConfigError("--when", args.when, "says how the --after jobs must end; name them with --after JOB")
-
-    job = submit(
-        args.spec,
-        backend="local" if args.local else args.backend,
-        host=None if args.local or args.backend == "local" else args.host,
-        sync=args.sync,
-        queue_anyway=args.queue_anyway,
-        after=[job for given in args.after for job in given.split(",")],
-        when=args.when or "ok",
-        **ssh_options(args),
-    )
+    job = submit(args.spec, sync=args.sync, **submit_options(args))
     if job.synced_files is not None:
         print(f"ti-slurm: synced {job.synced_files} changed file(s) to {job.info.host}", file=sys.stderr)
     print(job.id, flush=True)
@@ -186,6 +202,40 @@ def cmd_submit(args: argparse.Namespace) -> int:
         )
         return 130
     return 0 if status.state == "COMPLETED" else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ti_slurm.sweeps import format_sweep, grid_points, parse_param, read_points, summary_line
+    from ti_slurm.sweeps import sweep as submit_sweep
+
+    if args.sync:
+        raise ConfigError("--sync", args.sync, "is submit's: sync once with submit, or with rsync, then sweep")
+    if bool(args.param) == bool(args.points):
+        raise ConfigError(
+            "--param", " ".join(args.param), "give the grid as --param NAME=V1,V2 ... or as --points FILE"
+        )
+    if args.points:
+        points: Any = read_points(args.points)
+    else:
+        grid = dict(parse_param(text) for text in args.param)
+        if len(grid) != len(args.param):
+            raise ConfigError("--param", " ".join(args.param), "a parameter is given twice: list its values once")
+        points = grid_points(grid, "--param")
+    sweep = submit_sweep(args.spec, points, max_parallel=args.max_parallel, **submit_options(args))
+    print(sweep.id, flush=True)
+    kind = "one job array" if sweep.array else "a job per point"
+    print(f"ti-slurm: sweep {sweep.id}: {len(sweep.infos)} points as {kind}", file=sys.stderr)
+    if not args.wait:
+        return 0
+    try:
+        status = sweep.wait(
+            on_change=lambda st: print(f"ti-slurm: sweep {sweep.id}: {summary_line(st)}", file=sys.stderr)
+        )
+    except KeyboardInterrupt:
+        print(f"\nti-slurm: stopped following sweep {sweep.id}; its points keep running", file=sys.stderr)
+        return 130
+    print(format_sweep(status), file=sys.stderr)
+    return 0 if all(p.status.state == "COMPLETED" for p in status.points) else 1
 
 
 def follow(job: Job) -> JobStatus:
@@ -211,9 +261,23 @@ def find_job(args: argparse.Namespace) -> Job:
     return get_job(args.job, host=args.host, **ssh_options(args))
 
 
+def find_sweep(args: argparse.Namespace) -> Any:
+    """The sweep ``args.job`` names, when it is one of this account's (else ``None``: a job)."""
+    from ti_slurm.sweeps import get_sweep
+
+    return get_sweep(args.job, host=args.host, **ssh_options(args))
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from ti_slurm.status import format_status
 
+    sweep = find_sweep(args)
+    if sweep is not None:
+        from ti_slurm.sweeps import format_sweep
+
+        found = sweep.status()
+        print(found.to_json() if args.json else format_sweep(found))
+        return 0
     status = find_job(args).status()
     print(status.to_json() if args.json else format_status(status))
     return 0
@@ -226,6 +290,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    sweep = find_sweep(args)
+    if sweep is not None:
+        sweep.cancel()
+        print(f"ti-slurm: cancel requested for every point of sweep {sweep.id}", file=sys.stderr)
+        return 0
     job = find_job(args)
     status = job.status()
     if status.state.is_terminal:
@@ -241,8 +310,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     statuses = jobs(host=args.host, **ssh_options(args))
     print(f"{'JOB':<18} {'NAME':<20} {'STATE':<10} REASON")
+    shown: set[str] = set()
     for st in statuses:
-        print(f"{st.job_id:<18} {st.name:<20} {st.state:<10} {st.reason}")
+        if st.sweep and st.sweep not in shown:  # a sweep: one line, its points under it with --points
+            shown.add(st.sweep)
+            points = [p for p in statuses if p.sweep == st.sweep]
+            counts = {state: sum(p.state == state for p in points) for state in dict.fromkeys(p.state for p in points)}
+            line = ", ".join(f"{n} {state}" for state, n in counts.items())
+            print(f"{st.sweep:<18} {st.name:<20} {'SWEEP':<10} {len(points)} points: {line}")
+            for p in points if args.points else []:
+                print(f"  {p.job_id:<16} {p.name:<20} {p.state:<10} {p.reason}")
+        elif not st.sweep:
+            print(f"{st.job_id:<18} {st.name:<20} {st.state:<10} {st.reason}")
     return 0
 
 
@@ -306,6 +385,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render,
     "submit": cmd_submit,
+    "sweep": cmd_sweep,
     "status": cmd_status,
     "logs": cmd_logs,
     "cancel": cmd_cancel,

@@ -138,30 +138,56 @@ def submit(
     check_host(host)
     job_spec = load(spec)
     if after:
-        job_spec = with_after(job_spec, [a.id if isinstance(a, Job) else a for a in after], when)
-    if host is None:
-        host = "" if backend else (job_spec.remote.host if job_spec.remote else "") or user_remote_host()
-    if host and backend not in (None, "slurm", "ssh"):
-        why = f"runs on this machine; a host ({host}) means the Slurm commands over SSH"
-        raise ConfigError("backend", backend, why)
+        job_spec = with_after(job_spec, after_ids(after), when)
+    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
     submission = uuid.uuid4().hex[:16]
     submit_time = time.time()
-    if host:
-        chosen = get_backend("ssh", host, accept_new_host_key, ssh_config)  # one line if paramiko is missing
-    else:
-        chosen = open_backend(backend or default_backend())
-    info, synced = _submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
+    info, synced = submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
     info.submitted = submit_time
-    _remember(info, chosen)
+    remember_job(info, chosen)
     submitted = Job(info, chosen)
     submitted.synced_files = synced
     return submitted
 
 
-def _submit_to(
-    backend: Backend, spec: JobSpec, submission: str, remote: bool, sync: str | None, check_fit: bool
+def choose_backend(
+    spec: JobSpec, backend: str | None, host: str | None, accept_new_host_key: bool, ssh_config: str | None
+) -> tuple[Backend, str]:
+    """The backend a submit goes through, and the login node it reaches ("" for this machine): ``host``, else the
+    spec's ``remote.host`` and then the user config's, unless ``backend`` is named."""
+    if host is None:
+        host = "" if backend else (spec.remote.host if spec.remote else "") or user_remote_host()
+    if host and backend not in (None, "slurm", "ssh"):
+        why = f"runs on this machine; a host ({host}) means the Slurm commands over SSH"
+        raise ConfigError("backend", backend, why)
+    if host:
+        return get_backend("ssh", host, accept_new_host_key, ssh_config), host  # one line if paramiko is missing
+    return open_backend(backend or default_backend()), host
+
+
+def after_ids(after: Sequence[object]) -> list[str]:
+    """The Slurm job ids ``after`` names: jobs, their ids, and sweeps (a job array's id waits for all of its
+    tasks; a sweep of separate jobs is each of them)."""
+    from ti_slurm.registry import sweep_job_ids
+
+    ids: list[Any] = []  # what is no id as text is with_after's to refuse, in one line
+    for item in after:
+        given = getattr(item, "id", item)  # a Job, a Sweep, or an id
+        ids += sweep_job_ids(given) if isinstance(given, str) else [given]
+    return ids
+
+
+def submit_to(
+    backend: Backend,
+    spec: JobSpec,
+    submission: str,
+    remote: bool,
+    sync: str | None,
+    check_fit: bool,
+    shape: Callable[[JobPlan], JobPlan] | None = None,
 ) -> tuple[JobInfo, int | None]:
-    """Plan, render and submit through ``backend``'s submit seam; the job, and how many files ``sync`` sent."""
+    """Plan, render and submit through ``backend``'s submit seam; the job, and how many files ``sync`` sent.
+    ``shape`` makes the plan what is submitted (a sweep's array, or one of its points)."""
     from ti_slurm.planning import plan_job
     from ti_slurm.script import render as render_plan
 
@@ -178,6 +204,8 @@ def _submit_to(
             from ti_slurm.packager import snapshot_plan
 
             job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
+        if shape is not None:
+            job_plan = shape(job_plan)
         script = render_plan(job_plan)  # a remote code snapshot: the login node renders it once taken
     except BaseException:
         backend.abort_submit(begun)
@@ -186,7 +214,7 @@ def _submit_to(
     return backend.finish_submit(begun, job_plan, script, check_fit=check_fit, code_ignore=ignore), synced
 
 
-def _remember(info: JobInfo, backend: Backend) -> None:
+def remember_job(info: JobInfo, backend: Backend) -> None:
     """Record the job for :func:`get_job` and :func:`jobs`; a failure is a warning (the job runs all the same:
     never a reason to submit it again)."""
     from ti_slurm.registry import remember
@@ -226,7 +254,8 @@ def get_job(
     return Job(info, open_backend(info.backend, host, **options))
 
 
-JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?|local-\d+")  # a job, an array task, a het component, a local run
+JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?|local-\d+|sweep-(?:local-)?\d+")  # a job, an array task, a het
+# component, a local run, a sweep of separate jobs
 
 
 def check_host(host: object) -> None:
@@ -241,7 +270,8 @@ def check_job_id(job_id: object) -> None:
     if not isinstance(job_id, str):
         raise ConfigError("job id", job_id, "expected the id as text, as submit printed it (e.g. '5603576')")
     if not JOB_ID.fullmatch(job_id):
-        raise ConfigError("job id", job_id, "not a job id (digits, an array task 123_4, a component 123+1, or local-N)")
+        why = "not a job id (digits, an array task 123_4, a component 123+1, local-N, or a sweep's sweep-N)"
+        raise ConfigError("job id", job_id, why)
 
 
 def jobs(
@@ -273,13 +303,18 @@ def jobs(
 
 def _statuses(group: list[JobInfo], name: str, host: str, **options: Any) -> list[JobStatus]:
     """The status of jobs of one backend and host: their records, and one shared queue query for the unended."""
-    from ti_slurm.queue import SharedQueue
+    return statuses_of(open_backend(name, host, **options), host, group)
+
+
+def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: float | None = None) -> list[JobStatus]:
+    """The status of jobs of ``backend``: their records, and for the unended one shared queue answer at most
+    ``max_age`` old (default: :data:`~ti_slurm.queue.SHARED_MAX_AGE`)."""
+    from ti_slurm.queue import SHARED_MAX_AGE, SharedQueue
     from ti_slurm.status import recorded_end
 
-    backend = open_backend(name, host, **options)
     records = {j.job_id: read_events(backend, j) for j in group}
     unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
-    queued = SharedQueue(backend, host).states(unended) if unended else {}
+    queued = SharedQueue(backend, host).states(unended, max_age or SHARED_MAX_AGE) if unended else {}
     return [job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group]
 
 

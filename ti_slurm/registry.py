@@ -1,7 +1,8 @@
 """The per-user job registry: the jobs submitted from this account, so ``status``, ``logs``,
 ``cancel`` and ``list`` find their directory, backend and host later.
 
-One JSON file per job in ``$XDG_STATE_HOME/ti-slurm/jobs/`` (``~/.local/state/...``).
+One JSON file per job in ``$XDG_STATE_HOME/ti-slurm/jobs/`` (``~/.local/state/...``), and one per
+sweep in ``.../ti-slurm/sweeps/`` (its points, each also recorded as a job).
 """
 
 from __future__ import annotations
@@ -25,25 +26,60 @@ def state_dir() -> Path:
     return Path(base) / "ti-slurm" / "jobs"
 
 
+def sweeps_dir() -> Path:
+    return state_dir().parent / "sweeps"
+
+
+def _store(folder: Path, name: str, record: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    tmp.replace(folder / f"{name}.json")
+
+
+def _load(path: Path, limit: int = MAX_RECORD) -> dict[str, Any] | None:
+    try:
+        with open_regular(str(path)) as fh:  # a FIFO or a dangling link there is no record
+            data = json.loads(fh.read(limit).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def remember(info: JobInfo) -> None:
     """Record a submitted job."""
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    record = asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
-    tmp = folder / f".{info.job_id}.tmp"
-    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-    tmp.replace(folder / f"{info.job_id}.json")
+    _store(
+        state_dir(), info.job_id, asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
+    )
+
+
+MAX_SWEEP_RECORD = 1 << 24  # a sweep's record: its points' parameters
+
+
+def remember_sweep(record: dict[str, Any]) -> None:
+    """Record a submitted sweep (``sweep_id``, its points and their jobs: see :mod:`ti_slurm.sweeps`)."""
+    _store(sweeps_dir(), str(record["sweep_id"]), record)
+
+
+def recall_sweep(sweep_id: str) -> dict[str, Any] | None:
+    """The record of sweep ``sweep_id``, or ``None``."""
+    data = _load(sweeps_dir() / f"{sweep_id}.json", MAX_SWEEP_RECORD)
+    return data if data is not None and isinstance(data.get("points"), list) else None
+
+
+def sweep_job_ids(job_id: str) -> list[str]:
+    """The Slurm ids a pipeline waits for when it names ``job_id``: a sweep of separate jobs is each of its
+    points (a job array's id already stands for all of its tasks); anything else is itself."""
+    record = recall_sweep(job_id) if job_id.startswith("sweep-") else None
+    if record is None:
+        return [job_id]
+    return [str(p["job_id"]) for p in record["points"]]
 
 
 def recall(job_id: str) -> JobInfo | None:
     """The record of job ``job_id``, or ``None``."""
-    path = state_dir() / f"{job_id}.json"
-    try:
-        with open_regular(str(path)) as fh:  # a FIFO or a dangling link there is no record
-            data = json.loads(fh.read(MAX_RECORD).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
+    data = _load(state_dir() / f"{job_id}.json")
+    if data is None:
         return None
     known = {f.name for f in fields(JobInfo)}
     values: dict[str, Any] = {k: v for k, v in data.items() if k in known and isinstance(v, str)}

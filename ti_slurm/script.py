@@ -38,6 +38,18 @@ def slurm_filename(path: str) -> str:
     return path.replace("\\", "\\\\").replace("%", "%%")
 
 
+def batch_output_pattern(plan: JobPlan) -> str:
+    """sbatch's ``--output`` name of the batch script's output: ``slurm-<job id>.out``, an array task's
+    ``slurm-<array id>_<task>.out`` (beside its job directory ``<array id>_<task>``)."""
+    return BATCH_OUTPUT.replace("%j", "%A_%a") if plan.points else BATCH_OUTPUT
+
+
+def array_range(plan: JobPlan) -> str:
+    """``--array``'s value for a sweep's plan: ``0-5``, ``0-5%2`` with max_parallel."""
+    throttle = f"%{plan.max_parallel}" if 0 < plan.max_parallel < len(plan.points) else ""
+    return f"0-{len(plan.points) - 1}{throttle}"
+
+
 def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
     lines: list[str] = []
 
@@ -46,7 +58,9 @@ def _component_lines(plan: JobPlan, comp: Component, first: bool) -> list[str]:
 
     if first:
         opt("job-name", plan.name)
-        opt("output", f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}")
+        opt("output", f"{slurm_filename(plan.output_dir)}/{batch_output_pattern(plan)}")
+    if first and plan.points:  # a sweep: one array task per point, at most max_parallel running
+        opt("array", array_range(plan))
     if first and plan.dependency:  # the whole job's; one that can never be met ends it instead of pending on
         opt("dependency", plan.dependency)
         opt("kill-on-invalid-dep", "yes")
@@ -119,4 +133,5 @@ def render(plan: JobPlan) -> str:
         plan_file=PLAN,
         submission_tag=f'"submission":"{plan.submission}"',  # how plan.json spells it (one line, sorted keys)
         plan_json=plan.to_json(),
+        job_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" if plan.points else "${SLURM_JOB_ID}",
     )

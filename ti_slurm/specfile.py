@@ -87,8 +87,9 @@ def _at(mark: yaml.Mark | None, why: str) -> yaml.YAMLError:
     return yaml.YAMLError(where + why)
 
 
-def read_document(text: str, path: Path, model: type[BaseModel]) -> object:
-    """The document in ``text`` (JSON for ``.json`` files, else YAML) as ``model`` expects its values."""
+def read_document(text: str, path: Path, model: Any) -> object:
+    """The document in ``text`` (JSON for ``.json`` files, else YAML) as ``model`` expects its values (a model
+    class, or a type such as ``list[dict[str, str]]``)."""
     if path.suffix == ".json":
         try:
             return json.loads(text)

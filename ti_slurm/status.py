@@ -76,6 +76,7 @@ class JobStatus:
     # while nodes copy staged inputs: node -> [bytes done, bytes in all] (empty once none is copying)
     staging: dict[str, list[int]] = field(default_factory=dict)
     waits_for: str = ""  # a pending job's after: as Slurm shows it (afterok:123(unfulfilled))
+    sweep: str = ""  # the sweep it is a point of
 
     @property
     def settled(self) -> bool:
@@ -95,7 +96,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     Events of another submission (an earlier job with the same id) are ignored.
     A requeued job's events hold every attempt; the components are the latest's.
     """
-    status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir)
+    status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir, sweep=job.sweep)
     for ev in own_events(events, job.submission):
         kind = ev.get("event")
         if kind == "start":

@@ -24,6 +24,7 @@ class JobInfo:
     submission: str = ""
     submitted: float = 0.0  # when it was submitted (time.time()); 0 when not known
     dependency: str = ""  # what it waits for, as Slurm shows it (afterok:123(unfulfilled)); "" for none
+    sweep: str = ""  # the sweep it is a point of ("" for none)
 
 
 class Backend(Protocol):

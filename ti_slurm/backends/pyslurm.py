@@ -24,16 +24,16 @@ import signal
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo, make_output_dir
-from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry, parse_version
+from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry, array_task_ids, parse_version
 from ti_slurm.core.environ import job_environment, leaking
-from ti_slurm.core.paths import BATCH_OUTPUT
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
-from ti_slurm.script import slurm_filename
+from ti_slurm.script import array_range, batch_output_pattern, slurm_filename
 from ti_slurm.transports import run_local
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
@@ -91,7 +91,7 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     fields: dict[str, Any] = {
         "script": script,
         "name": plan.name,
-        "standard_output": f"{slurm_filename(plan.output_dir)}/{BATCH_OUTPUT}",
+        "standard_output": f"{slurm_filename(plan.output_dir)}/{batch_output_pattern(plan)}",
         "nodes": comp.node_request if comp.elastic else comp.allocated,  # a range as sbatch writes it: "6-8"
         "cpus_per_task": comp.cpus_per_node,
         "environment": job_environment(environ),
@@ -120,6 +120,8 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     if plan.restart_max > 0:  # (pyslurm 25.11 has no field for --requeue=expedite: these requeue as usual)
         fields["is_requeueable"] = True
         fields["log_files_open_mode"] = "append"
+    if plan.points:  # a sweep: as the script's --array
+        fields["array"] = array_range(plan)
     if plan.dependency:  # as the script's --dependency and --kill-on-invalid-dep=yes
         fields.update(dependencies=plan.dependency, kill_on_invalid_dependency=True)
     if plan.outlives_a_lost_node:  # as the script's --no-kill: a lost node leaves the allocation, the job goes on
@@ -302,7 +304,9 @@ class PyslurmBackend(SlurmBackend):
         for job in sorted(self.load_jobs(), key=lambda j: (j.heterogeneous_id or j.id, j.heterogeneous_offset or 0)):
             job_id = str(job.heterogeneous_id or job.id)
             entry = JobInfo(job_id, job.name or "", self.name, nodes=job.allocated_nodes or "")
-            add_queue_entry(out, entry, job.state or "", job.state_reason or "")
+            tasks = job.array_tasks_waiting if job.array_task_id is None else job.array_task_id
+            for key in array_task_ids(job.array_id, tasks) or [job_id]:
+                add_queue_entry(out, replace(entry, job_id=key), job.state or "", job.state_reason or "")
         return out
 
     def find_by_comment(self, comment: str) -> str | None:

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ti_slurm.backends.base import (
     JobInfo,
@@ -89,7 +90,7 @@ def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key:
         raise SubmissionError(f"the job can never start: {reason} (nothing was submitted)")
 
 
-_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|JobState|Reason|NodeList|UserId|Dependency)=(\S*)")
+_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|ArrayJobId|ArrayTaskId|JobState|Reason|NodeList|UserId|Dependency)=(\S*)")
 _JOB_NAME = re.compile(r" JobName=(.*?) (?:HetJobIdSet|UserId)=")
 
 
@@ -106,8 +107,25 @@ def parse_scontrol_jobs(text: str, uid: int) -> dict[str, JobInfo]:
         nodes, needs = fields.get("NodeList", ""), fields.get("Dependency", "")
         entry = JobInfo(job_id, name.group(1) if name else "", "slurm", nodes="" if nodes == "(null)" else nodes)
         entry.dependency = "" if needs == "(null)" else needs
-        add_queue_entry(out, entry, fields.get("JobState", ""), fields.get("Reason", ""))
+        for key in array_task_ids(fields.get("ArrayJobId", ""), fields.get("ArrayTaskId", "")) or [job_id]:
+            add_queue_entry(out, replace(entry, job_id=key), fields.get("JobState", ""), fields.get("Reason", ""))
     return out
+
+
+def array_task_ids(array_id: object, tasks: object) -> list[str]:
+    """The ids of the array tasks a queue entry stands for, as ti-slurm names a sweep's points (``100_3``):
+    a running task's one, or each of a pending entry's (``ArrayTaskId=2-5%2``, ``1,3``); none for a job
+    that is no array task."""
+    array, spec = str(array_id or ""), str(tasks or "").split("%")[0]
+    if not array.isdigit() or not spec:
+        return []
+    ids: list[str] = []
+    for part in spec.split(","):
+        first, _, rest = part.partition("-")
+        last, _, step = rest.partition(":")
+        if first.isdigit() and (not last or last.isdigit()) and (not step or step.isdigit()):
+            ids += [f"{array}_{n}" for n in range(int(first), int(last or first) + 1, int(step or 1))]
+    return ids
 
 
 def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, reason: str) -> None:
@@ -177,6 +195,18 @@ class SlurmBackend(SubmitsInOneStep):
         from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
 
         return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
+
+    def max_array_size(self) -> int | None:
+        """The cluster's ``MaxArraySize`` (a job array's indices are below it); ``None`` when not told."""
+        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+
+        def ask() -> str:
+            res = self.run(["scontrol", "show", "config"], None)
+            found = re.search(r"^MaxArraySize\s*=\s*(\d+)", res.stdout, re.M) if res.returncode == 0 else None
+            return found.group(1) if found else ""
+
+        text = shared_text(f"max-array-size-{self.name}", PARTITIONS_MAX_AGE, ask)
+        return int(text) if text and text.isdigit() else None
 
     def user_queue(self) -> dict[str, JobInfo]:
         """Every job of this user the controller still holds (ended ones too, with Slurm's verdict).

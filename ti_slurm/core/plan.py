@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-PLAN_VERSION = 6  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
+PLAN_VERSION = 7  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
 # 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place);
-# 5: spare nodes (Component.spares); 6: elastic size (Component.min_nodes)
+# 5: spare nodes (Component.spares); 6: elastic size (Component.min_nodes); 7: sweeps (points, max_parallel)
+
+PARAM_PREFIX = "TI_SLURM_PARAM_"  # a sweep point's value of parameter lr: TI_SLURM_PARAM_LR
 
 
 class Container(Record):
@@ -132,6 +134,9 @@ class JobPlan(Record):
     time: str | None = None
     sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
     submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
+    # a sweep as one Slurm job array: each task runs the plan at its point (at_point), at most max_parallel at once
+    points: tuple[dict[str, str], ...] = ()
+    max_parallel: int = 0  # 0: as many as Slurm starts
     version: int = PLAN_VERSION
 
     def gres_per_node(self, comp: Component) -> dict[str, int]:
@@ -172,6 +177,20 @@ class JobPlan(Record):
         comps = tuple(c.replace(nodes=n) for n, c in zip(counts, self.components, strict=True))
         return self.replace(components=comps)
 
+    def at_point(self, index: int) -> JobPlan:
+        """The plan of a sweep's point ``index`` (an array task's, or a separate job's): its parameters in the
+        environment (``TI_SLURM_PARAM_<NAME>``, all of them as JSON in ``TI_SLURM_PARAMS``, the point's number
+        in ``TI_SLURM_SWEEP_POINT``) and in the commands' ``{name}`` places, shell-quoted."""
+        from ti_slurm.core import lightjson
+
+        params = self.points[index]
+        env = dict(self.env)
+        env.update({PARAM_PREFIX + name.upper(): value for name, value in params.items()})
+        env.update(TI_SLURM_PARAMS=lightjson.dumps(params), TI_SLURM_SWEEP_POINT=str(index))
+        comps = tuple(c.replace(command=with_params(c.command, params)) for c in self.components)
+        command = with_params(self.command, params)
+        return self.replace(env=env, command=command, components=comps, points=(), max_parallel=0)
+
     def to_json(self) -> str:
         """One line of JSON (no raw newlines, so it is safe inside a quoted heredoc)."""
         import json
@@ -190,7 +209,25 @@ class JobPlan(Record):
         data["port_range"] = tuple(data["port_range"])
         data["restart_on"] = tuple(data.get("restart_on", ()))
         data["staged"] = tuple(data.get("staged", ()))
+        data["points"] = tuple(data.get("points", ()))
         return cls(**data)
+
+
+def with_params(command: str, params: dict[str, str]) -> str:
+    """``command`` with each ``{name}`` of a parameter replaced by its value as one shell word
+    (``--lr {lr}`` -> ``--lr 0.1``; ``{tag}`` of ``a b`` -> ``'a b'``). Nothing else of it changes: the
+    command is never a template (an unknown ``{x}``, a shell's ``${x}``, stay as written)."""
+    from ti_slurm.core.shell import shell_quote
+
+    for name, value in params.items():
+        place, word, start = "{" + name + "}", shell_quote(value), 0
+        while (at := command.find(place, start)) >= 0:
+            if at and command[at - 1] == "$":  # the shell's own ${lr}: left to the shell
+                start = at + len(place)
+                continue
+            command = command[:at] + word + command[at + len(place) :]
+            start = at + len(word)
+    return command
 
 
 def _component(data: dict[str, Any]) -> Component:

@@ -28,6 +28,13 @@ def supervise(job_dir: str) -> int:
 
     with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
         plan = JobPlan.from_json(fh.read())
+    if plan.points:  # a sweep's array task: the plan of its point, for every node's step to read
+        import os
+
+        from ti_slurm.core.files import write_atomic
+
+        plan = plan.at_point(int(os.environ["SLURM_ARRAY_TASK_ID"]))
+        write_atomic(JobPaths(job_dir).plan, plan.to_json() + "\n")
     return Supervisor(plan, job_dir, SlurmLauncher(job_dir)).run().exit_code
 
 

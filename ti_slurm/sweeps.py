@@ -1,0 +1,446 @@
+"""Sweeps: the same training job once per point of a grid of parameters.
+
+::
+
+    sweep = ti_slurm.sweep("job.yaml", {"lr": [0.1, 0.01], "batch": [32, 64]}, max_parallel=2)
+    sweep.id                      # "5631001": one id for all of its points
+    sweep.wait()                  # the final SweepStatus: one row per point
+    ti-slurm sweep job.yaml --param lr=0.1,0.01 --param batch=32,64 --max-parallel 2
+
+Each point is a whole multi-node job whose nodes see the point's values (``TI_SLURM_PARAM_LR=0.1``,
+all of them as JSON in ``TI_SLURM_PARAMS``) and whose command has them in its ``{name}`` places,
+each as one shell word (:meth:`~ti_slurm.core.plan.JobPlan.at_point`).
+
+A mode of one component becomes one Slurm job array (``--array=0-5%2``): the plan carries every
+point and each task's supervisor takes its own (``SLURM_ARRAY_TASK_ID``); a task is ``<array id>_<n>``
+to Slurm and to ti-slurm, with its directory ``<output_dir>/<array id>_<n>``, and a restart requeues
+that task only. A heterogeneous mode (PS-Worker, Ray with workers) cannot be an array: each point is
+a job of its own, the sweep's id ``sweep-<first job id>``, and ``max_parallel`` is kept by Slurm
+itself: point ``k`` waits for point ``k - max_parallel`` to end (``afterany``), nothing on this side
+needs to keep running. Either way following a sweep asks the queue once per interval for all points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ti_slurm.backends import Backend, JobInfo
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
+from ti_slurm.status import JobStatus
+
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
+MAX_POINTS = 10_000  # separate jobs (a heterogeneous mode), or before the cluster's MaxArraySize is known
+SWEEP_POLL = 2.0  # seconds between reads of the points' own records while waiting (no controller call)
+
+
+# -- the grid -------------------------------------------------------------------
+def parse_param(text: str) -> tuple[str, list[str]]:
+    """``--param lr=0.1,0.01`` -> ``("lr", ["0.1", "0.01"])``."""
+    name, sep, values = text.partition("=")
+    if not sep:
+        raise ConfigError("--param", text, "expected NAME=VALUE[,VALUE...], e.g. lr=0.1,0.01")
+    items = [v.strip() for v in values.split(",")]
+    if "" in items:
+        raise ConfigError("--param", text, "an empty value (NAME=V1,V2: values between the commas)")
+    return name.strip(), items
+
+
+def grid_points(params: Mapping[str, Sequence[object]], where: str = "params") -> list[dict[str, str]]:
+    """Every combination of the values of ``params`` (the first name varies slowest), each checked."""
+    if not isinstance(params, Mapping) or not params:
+        raise ConfigError(where, params, "the grid is empty: give at least one NAME=VALUE[,VALUE...]")
+    for name, values in params.items():
+        if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+            raise ConfigError(f"{where}.{name}", values, "expected a non-empty list of values")
+    names = list(params)
+    combos = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*params.values())]
+    return checked_points(combos, where)
+
+
+def checked_points(points: Sequence[Mapping[str, object]], where: str = "params") -> list[dict[str, str]]:
+    """The points as text, every name a valid variable name, every value a number, word or flag."""
+    if not points:
+        raise ConfigError(where, "[]", "the grid is empty: no point to run")
+    out = []
+    for i, point in enumerate(points):
+        if not isinstance(point, Mapping) or not point:
+            raise ConfigError(f"{where}.{i}", point, "a point is a mapping of parameter names to values")
+        row = {}
+        for name, value in point.items():
+            if not isinstance(name, str) or not PARAM_NAME.fullmatch(name):
+                why = "not a parameter name (letters, digits and _, not starting with a digit: it becomes a variable)"
+                raise ConfigError(where, name, why)
+            if value is None or not isinstance(value, str | int | float | bool):
+                raise ConfigError(f"{where}.{name}", value, "expected a number, a word or true/false")
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if "\x00" in text or "\n" in text:
+                raise ConfigError(f"{where}.{name}", text, "a value cannot hold a line break or NUL")
+            row[name] = text
+        out.append(row)
+    if len(out) > MAX_POINTS:
+        raise ConfigError(where, f"{len(out)} points", f"at most {MAX_POINTS} points in one sweep")
+    return out
+
+
+def read_points(path: str) -> list[dict[str, str]]:
+    """A points file: a YAML or JSON list of mappings (``- {lr: 0.1, batch: 32}``), values as written."""
+    from ti_slurm.specfile import read_document
+
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("--points", path, exc.strerror or "cannot be read") from None
+    except UnicodeDecodeError:
+        raise SpecError("--points", path, "is not UTF-8 text") from None
+    try:
+        document = read_document(text, file, list[dict[str, str]])
+    except SpecError as exc:  # where in the file: --points.3.lr
+        raise SpecError(
+            f"--points{exc.field}" if exc.field.startswith(".") else "--points", exc.value, exc.why
+        ) from None
+    if not isinstance(document, list):
+        raise SpecError("--points", path, "expected a list of points (- {lr: 0.1, batch: 32})")
+    return checked_points(document, "--points")
+
+
+# -- what a sweep is --------------------------------------------------------------
+@dataclass
+class PointStatus:
+    index: int
+    params: dict[str, str]
+    status: JobStatus
+
+
+@dataclass
+class SweepStatus:
+    """Where each point of a sweep is: the data of ``ti-slurm status SWEEP --json``."""
+
+    sweep_id: str
+    name: str
+    array: bool
+    points: list[PointStatus] = field(default_factory=list)
+
+    @property
+    def settled(self) -> bool:
+        return all(p.status.settled for p in self.points)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many points are in each state, in the order of the states."""
+        found = [p.status.state for p in self.points]
+        return {state.value: found.count(state) for state in JobState if state in found}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.as_dict(), default=str, indent=2)
+
+
+def summary_line(status: SweepStatus) -> str:
+    """``6 points: 2 COMPLETED, 1 FAILED, 3 RUNNING``."""
+    counts = ", ".join(f"{n} {state}" for state, n in status.counts.items())
+    return f"{len(status.points)} points: {counts}"
+
+
+def format_sweep(status: SweepStatus) -> str:
+    """The sweep as a table for people: one row per point (its parameters, state, why, the failed node)."""
+    names = list(dict.fromkeys(name for p in status.points for name in p.params))
+    width = {n: max(len(n), *(len(p.params.get(n, "")) for p in status.points)) for n in names}
+    lines = [f"sweep {status.sweep_id}  {status.name}  {summary_line(status)}"]
+    head = "".join(f"{n:<{width[n]}}  " for n in names)
+    lines.append(f"  {'point':<6} {'job':<18} {head}{'state':<10} reason")
+    for p in status.points:
+        values = "".join(f"{p.params.get(n, ''):<{width[n]}}  " for n in names)
+        why = p.status.reason
+        node = p.status.failed.get("node")
+        if node and str(node) not in why:
+            why += f" (node {node})"
+        lines.append(f"  {p.index:<6} {p.status.job_id:<18} {values}{p.status.state:<10} {why}")
+    return "\n".join(lines)
+
+
+class Sweep:
+    """A submitted sweep: its points' jobs, followed together."""
+
+    def __init__(self, record: dict[str, Any], backend: Backend) -> None:
+        self.record, self.backend = record, backend
+        self.infos = [_point_info(record, p) for p in record["points"]]
+
+    def __repr__(self) -> str:
+        return f"Sweep({self.id!r}, {len(self.infos)} points)"
+
+    @property
+    def id(self) -> str:
+        return str(self.record["sweep_id"])
+
+    @property
+    def array(self) -> bool:
+        return bool(self.record.get("array"))
+
+    def jobs(self) -> list[Any]:
+        """Each point's :class:`~ti_slurm.client.Job` (its logs, its own status)."""
+        from ti_slurm.client import Job
+
+        return [Job(info, self.backend) for info in self.infos]
+
+    def status(self, max_age: float | None = None) -> SweepStatus:
+        """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all."""
+        from ti_slurm.client import statuses_of
+
+        found = statuses_of(self.backend, str(self.record.get("host", "")), self.infos, max_age)
+        rows = [
+            PointStatus(int(p["index"]), dict(p["params"]), st)
+            for p, st in zip(self.record["points"], found, strict=True)
+        ]
+        return SweepStatus(self.id, str(self.record.get("name", "")), self.array, rows)
+
+    def wait(
+        self, timeout: float | None = None, on_change: Callable[[SweepStatus], object] | None = None
+    ) -> SweepStatus:
+        """Follow every point until all ended; the final status (failed points raise nothing). The points'
+        records are read every few seconds; the queue is asked for all of them at once, backing off to once
+        a minute. Past ``timeout`` seconds, a :class:`TimeoutError` (the points keep running)."""
+        from ti_slurm.queue import FOLLOW_FIRST, FOLLOW_MAX
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval, last = FOLLOW_FIRST, ""
+        while True:
+            status = self.status(max_age=interval)
+            line = summary_line(status)
+            if line != last and on_change is not None:
+                on_change(status)
+            last = line
+            if status.settled:
+                return status
+            if deadline is not None and time.monotonic() + SWEEP_POLL > deadline:
+                raise TimeoutError(f"sweep {self.id} has not ended after {timeout}s: {line}")
+            time.sleep(SWEEP_POLL)
+            interval = min(interval * 2, FOLLOW_MAX)
+
+    def cancel(self) -> None:
+        """Cancel every point still queued or running (a job array at once: ``scancel <array id>``)."""
+        if self.array:
+            self.backend.cancel(JobInfo(self.id, backend=self.backend.name))
+            return
+        for point in self.status().points:
+            if not point.status.state.is_terminal:
+                self.backend.cancel(self.infos[point.index])
+
+
+def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
+    job_id = str(point["job_id"])
+    return JobInfo(
+        job_id,
+        str(record.get("name", "")),
+        str(record.get("backend", "")),
+        JobPaths.of(str(record["output_dir"]), job_id).root,
+        JobState.PENDING,
+        host=str(record.get("host", "")),
+        submission=str(point.get("submission", "")),
+        submitted=float(record.get("submitted", 0.0)),
+        sweep=str(record["sweep_id"]),
+    )
+
+
+# -- submitting -------------------------------------------------------------------
+def sweep(
+    spec: Any,
+    points: Sequence[Mapping[str, object]] | Mapping[str, Sequence[object]],
+    *,
+    max_parallel: int = 0,
+    backend: str | None = None,
+    host: str | None = None,
+    accept_new_host_key: bool = False,
+    ssh_config: str | None = None,
+    queue_anyway: bool = False,
+    after: Sequence[Any] = (),
+    when: str = "ok",
+) -> Sweep:
+    """Submit one job per point: ``points`` is a grid (``{"lr": [0.1, 0.01]}``: every combination) or a list of
+    points (``[{"lr": "0.1"}, ...]``); ``max_parallel`` (0: no limit) points run at once at most. The other
+    arguments are :func:`ti_slurm.submit`'s. A bad grid, or one too large for the cluster's ``MaxArraySize``,
+    is one line and nothing is submitted."""
+    from ti_slurm.client import after_ids, check_host, choose_backend, load
+    from ti_slurm.spec import with_after
+
+    check_host(host)
+    grid = grid_points(points) if isinstance(points, Mapping) else checked_points(points)
+    if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 0:
+        raise ConfigError("max_parallel", max_parallel, "expected a whole number of points, 0 or more (0: no limit)")
+    job_spec = load(spec)
+    if after:
+        job_spec = with_after(job_spec, after_ids(after), when)
+    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    record: dict[str, Any] = {
+        "name": job_spec.name,
+        "backend": chosen.name,
+        "host": host,
+        "max_parallel": max_parallel,
+        "submitted": time.time(),
+        "params": sorted({n for p in grid for n in p}),
+    }
+    one_component = not _heterogeneous(job_spec)
+    if one_component and chosen.name != "local":
+        infos = [_submit_array(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway, record)]
+    else:
+        if chosen.name == "local" and 0 < max_parallel < len(grid):
+            why = "the local backend runs every point at once: keeping to a number needs Slurm"
+            raise ConfigError("max_parallel", max_parallel, why)
+        infos = _submit_each(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway, record)
+    _remember(record, infos, chosen)
+    return Sweep(record, chosen)
+
+
+def _heterogeneous(spec: Any) -> bool:
+    from ti_slurm.planning import components
+
+    return len(components(spec)) > 1
+
+
+def _submit_array(
+    backend: Backend,
+    spec: Any,
+    grid: list[dict[str, str]],
+    max_parallel: int,
+    remote: bool,
+    fit: bool,
+    record: dict[str, Any],
+) -> JobInfo:
+    """The sweep as one job array; its points recorded as ``<array id>_<n>``."""
+    from ti_slurm.client import submit_to
+
+    def as_array(plan: JobPlan) -> JobPlan:
+        limit = max_array_size(backend)
+        if limit is not None and len(grid) > limit:
+            why = f"over this cluster's MaxArraySize of {limit} (array indices 0-{limit - 1}); nothing was submitted"
+            raise ConfigError("sweep", f"{len(grid)} points", why)
+        return plan.replace(points=tuple(grid), max_parallel=max_parallel)
+
+    submission = uuid.uuid4().hex[:16]
+    info, _ = submit_to(backend, spec, submission, remote, None, fit, shape=as_array)
+    record.update(sweep_id=info.job_id, array=True, output_dir=_output_dir(info))
+    record["points"] = [
+        {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission} for k, p in enumerate(grid)
+    ]
+    return info
+
+
+def _submit_each(
+    backend: Backend,
+    spec: Any,
+    grid: list[dict[str, str]],
+    max_parallel: int,
+    remote: bool,
+    fit: bool,
+    record: dict[str, Any],
+) -> list[JobInfo]:
+    """The sweep as a job per point, point k after point k - max_parallel ended; a submit that fails cancels
+    the points submitted before it (nothing is left half-submitted)."""
+    from ti_slurm.client import submit_to
+
+    infos: list[JobInfo] = []
+    record["points"] = []
+    for k, point in enumerate(grid):
+        before = infos[k - max_parallel].job_id if max_parallel and k >= max_parallel else ""
+        submission = uuid.uuid4().hex[:16]
+        try:
+            info, _ = submit_to(
+                backend, spec, submission, remote, None, fit and k == 0, shape=_at_point(grid, k, before)
+            )
+        except TiSlurmError as exc:
+            _cancel_all(backend, infos)
+            done = f"; the {len(infos)} point(s) submitted before it were cancelled" if infos else ""
+            raise type(exc)(f"sweep point {k} ({_params_text(point)}): {exc}{done}") from None
+        infos.append(info)
+        record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
+    record.update(sweep_id=f"sweep-{infos[0].job_id}", array=False, output_dir=_output_dir(infos[0]))
+    return infos
+
+
+def _at_point(grid: list[dict[str, str]], k: int, before: str) -> Callable[[JobPlan], JobPlan]:
+    """The plan of point ``k`` as a job of its own: its parameters, and a wait for job ``before`` to end
+    (the throttle) beside the spec's own ``after:``."""
+
+    def shape(plan: JobPlan) -> JobPlan:
+        dependency = ",".join(x for x in (plan.dependency, f"afterany:{before}" if before else "") if x)
+        return plan.replace(points=tuple(grid)).at_point(k).replace(dependency=dependency)
+
+    return shape
+
+
+def _output_dir(info: JobInfo) -> str:
+    import os
+
+    return os.path.dirname(info.job_dir.rstrip("/"))
+
+
+def _params_text(point: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+def _cancel_all(backend: Backend, infos: list[JobInfo]) -> None:
+    for info in infos:
+        with contextlib.suppress(TiSlurmError):  # one that ended meanwhile
+            backend.cancel(info)
+
+
+def _remember(record: dict[str, Any], infos: list[JobInfo], backend: Backend) -> None:
+    """Record the sweep and each point as a job (``status``, ``logs``, ``cancel`` of one point find it)."""
+    from ti_slurm.client import remember_job
+    from ti_slurm.registry import remember_sweep
+
+    for point in record["points"]:
+        remember_job(_point_info(record, point), backend)
+    try:
+        remember_sweep(record)
+    except OSError as exc:
+        import warnings
+
+        warnings.warn(
+            f"sweep {record['sweep_id']} is submitted, but recording it failed ({exc.strerror}); its points "
+            f"are jobs {', '.join(p['job_id'] for p in record['points'][:5])}...",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def max_array_size(backend: Backend) -> int | None:
+    """The cluster's ``MaxArraySize`` (a sweep's array has indices below it), ``None`` when it cannot tell."""
+    ask = getattr(backend, "max_array_size", None)
+    return ask() if callable(ask) else None
+
+
+# -- finding a sweep again -----------------------------------------------------------
+def get_sweep(
+    sweep_id: str, *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
+) -> Sweep | None:
+    """The sweep ``sweep_id`` submitted from this account (``None``: it is no sweep of this account's)."""
+    from ti_slurm.client import check_job_id, open_backend
+    from ti_slurm.registry import recall_sweep
+
+    check_job_id(sweep_id)
+    record = recall_sweep(sweep_id)
+    if record is None:
+        if sweep_id.startswith("sweep-"):
+            raise UnknownJobError(f"sweep {sweep_id}: unknown (not submitted from this account)")
+        return None
+    options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    try:
+        return Sweep(record, open_backend(str(record["backend"]), host or str(record.get("host", "")), **options))
+    except (KeyError, TypeError, ValueError):
+        raise UnknownJobError(f"sweep {sweep_id}: its record in the registry is damaged") from None
