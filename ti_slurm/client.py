@@ -447,7 +447,10 @@ class Job:
 
     def cancel(self) -> None:
         """Ask the scheduler to cancel the job (every node's processes are stopped)."""
+        from ti_slurm.registry import note_cancelled
+
         self.backend.cancel(self.info)
+        note_cancelled(self.id)
 
     def log_files(
         self, node: str | None = None, status: JobStatus | None = None, attempt: int | None = None

@@ -91,6 +91,15 @@ def recall(job_id: str) -> JobInfo | None:
     return JobInfo(**values)
 
 
+def note_cancelled(job_id: str) -> None:
+    """Note in a recorded job's entry that it was cancelled: one cancelled before it started has no record of
+    its own, and Slurm soon forgets it (``status`` then says so, not that the job is unknown)."""
+    info = recall(job_id)
+    if info is not None and not info.state.is_terminal:
+        info.state = JobState.CANCELLED
+        remember(info)
+
+
 def recall_all() -> list[JobInfo]:
     """Every recorded job, oldest first."""
     folder = state_dir()

@@ -122,7 +122,9 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     if status.attempts and status.attempts[-1].requeued:  # the latest attempt ended, and the job goes on
         return _requeued_status(status, status.attempts[-1], queued)
     if not status.state.is_terminal:
-        if queued is not None and queued.reason == NEVER_SATISFIED:  # after: the jobs it needs ended otherwise
+        if job.state is JobState.CANCELLED and not status.components:  # ti-slurm cancelled it (the registry's)
+            status.state, status.reason = JobState.CANCELLED, "cancelled before it started"
+        elif queued is not None and queued.reason == NEVER_SATISFIED:  # after: the jobs it needs ended otherwise
             status.state = queued.state
             status.reason = f"never started: the jobs it waited for ended otherwise ({queued.dependency or '?'})"
         elif queued is not None and queued.state.is_terminal:  # Slurm ended it, the job could not record it

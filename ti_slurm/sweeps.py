@@ -36,7 +36,7 @@ from ti_slurm.backends import Backend, JobInfo
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
+from ti_slurm.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.status import JobStatus
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
@@ -179,7 +179,13 @@ class Sweep:
 
     def __init__(self, record: dict[str, Any], backend: Backend) -> None:
         self.record, self.backend = record, backend
-        self.infos = [_point_info(record, p) for p in record["points"]]
+
+    @property
+    def infos(self) -> list[JobInfo]:
+        """Each point's job as the registry has it now (``cancel`` from another process notes it there)."""
+        from ti_slurm.registry import recall
+
+        return [recall(str(p["job_id"])) or _point_info(self.record, p) for p in self.record["points"]]
 
     def __repr__(self) -> str:
         return f"Sweep({self.id!r}, {len(self.infos)} points)"
@@ -202,7 +208,8 @@ class Sweep:
         """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all."""
         from ti_slurm.client import statuses_of
 
-        found = statuses_of(self.backend, str(self.record.get("host", "")), self.infos, max_age)
+        infos = self.infos
+        found = statuses_of(self.backend, str(self.record.get("host", "")), infos, max_age)
         rows = [
             PointStatus(int(p["index"]), dict(p["params"]), st)
             for p, st in zip(self.record["points"], found, strict=True)
@@ -234,12 +241,16 @@ class Sweep:
 
     def cancel(self) -> None:
         """Cancel every point still queued or running (a job array at once: ``scancel <array id>``)."""
+        from ti_slurm.registry import note_cancelled
+
+        infos = self.infos
+        unended = [infos[p.index] for p in self.status().points if not p.status.state.is_terminal]
         if self.array:
             self.backend.cancel(JobInfo(self.id, backend=self.backend.name))
-            return
-        for point in self.status().points:
-            if not point.status.state.is_terminal:
-                self.backend.cancel(self.infos[point.index])
+        for info in unended:
+            if not self.array:
+                self.backend.cancel(info)
+            note_cancelled(info.job_id)
 
 
 def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
@@ -294,14 +305,12 @@ def sweep(
         "submitted": time.time(),
         "params": sorted({n for p in grid for n in p}),
     }
-    one_component = not _heterogeneous(job_spec)
-    if one_component and chosen.name != "local":
-        infos = [_submit_array(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway, record)]
-    else:
-        if chosen.name == "local" and 0 < max_parallel < len(grid):
-            why = "the local backend runs every point at once: keeping to a number needs Slurm"
-            raise ConfigError("max_parallel", max_parallel, why)
-        infos = _submit_each(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway, record)
+    if chosen.name == "local" and 0 < max_parallel < len(grid):
+        why = "the local backend runs every point at once: keeping to a number needs Slurm"
+        raise ConfigError("max_parallel", max_parallel, why)
+    submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway)
+    one_array = chosen.name != "local" and not _heterogeneous(job_spec)
+    infos = submit.as_array(record) if one_array else submit.each(record)
     _remember(record, infos, chosen)
     return Sweep(record, chosen)
 
@@ -312,64 +321,66 @@ def _heterogeneous(spec: Any) -> bool:
     return len(components(spec)) > 1
 
 
-def _submit_array(
-    backend: Backend,
-    spec: Any,
-    grid: list[dict[str, str]],
-    max_parallel: int,
-    remote: bool,
-    fit: bool,
-    record: dict[str, Any],
-) -> JobInfo:
-    """The sweep as one job array; its points recorded as ``<array id>_<n>``."""
-    from ti_slurm.client import submit_to
+@dataclass
+class _Submit:
+    """One sweep's submit: where it goes and what (each point's job, or the one array)."""
 
-    def as_array(plan: JobPlan) -> JobPlan:
-        limit = max_array_size(backend)
-        if limit is not None and len(grid) > limit:
-            why = f"over this cluster's MaxArraySize of {limit} (array indices 0-{limit - 1}); nothing was submitted"
-            raise ConfigError("sweep", f"{len(grid)} points", why)
-        return plan.replace(points=tuple(grid), max_parallel=max_parallel)
+    backend: Backend
+    spec: Any
+    grid: list[dict[str, str]]
+    max_parallel: int
+    remote: bool
+    fit: bool  # refuse a job its partition can never run
 
-    submission = uuid.uuid4().hex[:16]
-    info, _ = submit_to(backend, spec, submission, remote, None, fit, shape=as_array)
-    record.update(sweep_id=info.job_id, array=True, output_dir=_output_dir(info))
-    record["points"] = [
-        {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission} for k, p in enumerate(grid)
-    ]
-    return info
+    def as_array(self, record: dict[str, Any]) -> list[JobInfo]:
+        """The sweep as one job array; its points recorded as ``<array id>_<n>``."""
+        from ti_slurm.client import submit_to
 
+        grid = self.grid
 
-def _submit_each(
-    backend: Backend,
-    spec: Any,
-    grid: list[dict[str, str]],
-    max_parallel: int,
-    remote: bool,
-    fit: bool,
-    record: dict[str, Any],
-) -> list[JobInfo]:
-    """The sweep as a job per point, point k after point k - max_parallel ended; a submit that fails cancels
-    the points submitted before it (nothing is left half-submitted)."""
-    from ti_slurm.client import submit_to
+        def shape(plan: JobPlan) -> JobPlan:
+            limit = max_array_size(self.backend)
+            if limit is not None and len(grid) > limit:
+                why = f"over this cluster's MaxArraySize of {limit} (array indices 0-{limit - 1})"
+                why += "; nothing was submitted"
+                raise ConfigError("sweep", f"{len(grid)} points", why)
+            return plan.replace(points=tuple(grid), max_parallel=self.max_parallel)
 
-    infos: list[JobInfo] = []
-    record["points"] = []
-    for k, point in enumerate(grid):
-        before = infos[k - max_parallel].job_id if max_parallel and k >= max_parallel else ""
         submission = uuid.uuid4().hex[:16]
-        try:
-            info, _ = submit_to(
-                backend, spec, submission, remote, None, fit and k == 0, shape=_at_point(grid, k, before)
-            )
-        except TiSlurmError as exc:
-            _cancel_all(backend, infos)
-            done = f"; the {len(infos)} point(s) submitted before it were cancelled" if infos else ""
-            raise type(exc)(f"sweep point {k} ({_params_text(point)}): {exc}{done}") from None
-        infos.append(info)
-        record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
-    record.update(sweep_id=f"sweep-{infos[0].job_id}", array=False, output_dir=_output_dir(infos[0]))
-    return infos
+        info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape=shape)
+        record.update(sweep_id=info.job_id, array=True, output_dir=_output_dir(info))
+        record["points"] = [
+            {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission}
+            for k, p in enumerate(grid)
+        ]
+        return [info]
+
+    def each(self, record: dict[str, Any]) -> list[JobInfo]:
+        """The sweep as a job per point, point k after point k - max_parallel ended; a submit that fails
+        cancels the points submitted before it (nothing is left half-submitted)."""
+        from ti_slurm.client import submit_to
+
+        infos: list[JobInfo] = []
+        record["points"] = []
+        most = self.max_parallel
+        for k, point in enumerate(self.grid):
+            before = infos[k - most].job_id if most and k >= most else ""
+            submission = uuid.uuid4().hex[:16]
+            shape = _at_point(self.grid, k, before)
+            try:
+                info, _ = submit_to(
+                    self.backend, self.spec, submission, self.remote, None, self.fit and k == 0, shape=shape
+                )
+            except TiSlurmError as exc:
+                if not infos:
+                    raise  # nothing was submitted
+                _cancel_all(self.backend, infos)
+                why = f"{exc}; the {len(infos)} point(s) submitted before it were cancelled"
+                raise SubmissionError(f"sweep point {k} ({_params_text(point)}): {why}") from None
+            infos.append(info)
+            record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
+        record.update(sweep_id=f"sweep-{infos[0].job_id}", array=False, output_dir=_output_dir(infos[0]))
+        return infos
 
 
 def _at_point(grid: list[dict[str, str]], k: int, before: str) -> Callable[[JobPlan], JobPlan]:

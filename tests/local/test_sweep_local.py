@@ -1,0 +1,62 @@
+"""A sweep on the local runner, through the CLI as a process and a YAML file on disk: every point runs with
+its values, a failing point shows as such, ``list`` folds the sweep into one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ti_slurm
+from tests.conftest import run_cli
+from ti_slurm import JobState
+
+pytestmark = pytest.mark.usefixtures("own_registry")
+
+SPEC = """\
+name: local-sweep
+mode: ddp
+nodes: 2
+command: 'echo "rank $RANK lr={lr} env=$TI_SLURM_PARAM_LR all=$TI_SLURM_PARAMS"; test "$TI_SLURM_PARAM_LR" != bad'
+"""
+
+
+def test_a_local_sweep_runs_each_point_with_its_values(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(SPEC)
+    grid = ("--param", "lr=0.1,bad", "--param", "seed=1,2")
+    res = run_cli("sweep", "job.yaml", "--local", *grid, "--wait", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr  # a point failed
+    sweep_id = res.stdout.strip()
+    assert sweep_id.startswith("sweep-local-")
+    table = run_cli("status", sweep_id, cwd=tmp_path).stdout
+    assert "4 points: 2 COMPLETED, 2 FAILED" in table.splitlines()[0], table
+    lines = {line.split()[0]: line for line in table.splitlines()[2:]}
+    rows = {k: line.split() for k, line in lines.items()}
+    assert [rows[k][2:5] for k in "0123"] == [
+        ["0.1", "1", "COMPLETED"],
+        ["0.1", "2", "COMPLETED"],
+        ["bad", "1", "FAILED"],
+        ["bad", "2", "FAILED"],
+    ]
+    assert lines["2"].endswith("FAILED     ddp node localhost (index 0) exited 1"), table
+    sweep = ti_slurm.get_sweep(sweep_id)
+    assert sweep is not None
+    logs = list(sweep.jobs()[3].logs(node="1"))
+    assert logs == ['rank 1 lr=bad env=bad all={"lr":"bad","seed":"2"}'], logs
+    data = json.loads(run_cli("status", sweep_id, "--json", cwd=tmp_path).stdout)
+    assert [p["params"] for p in data["points"]][2] == {"lr": "bad", "seed": "1"}
+    listed = run_cli("list", cwd=tmp_path).stdout.splitlines()
+    assert [line.split()[:3] for line in listed[1:]] == [[sweep_id, "local-sweep", "SWEEP"]], listed
+    expanded = run_cli("list", "--points", cwd=tmp_path).stdout.splitlines()
+    assert len(expanded) == 1 + 1 + 4 and expanded[2].split()[0] == sweep.jobs()[0].id, expanded
+
+
+def test_the_python_api_sweeps_a_grid_and_waits_for_every_point(tmp_path: Path) -> None:
+    spec = {"mode": "mpi", "nodes": 1, "command": "echo lr={lr}", "output_dir": str(tmp_path / "out")}
+    sweep = ti_slurm.sweep(spec, {"lr": [0.1, 0.01]}, backend="local")
+    final = sweep.wait(timeout=60)
+    assert [p.status.state for p in final.points] == [JobState.COMPLETED, JobState.COMPLETED]
+    assert [list(job.logs(node="0")) for job in sweep.jobs()] == [["lr=0.1"], ["lr=0.01"]]
+    with pytest.raises(ti_slurm.ConfigError, match="max_parallel: 1: the local backend runs every point at once"):
+        ti_slurm.sweep(spec, {"lr": [1, 2]}, backend="local", max_parallel=1)

@@ -1,0 +1,117 @@
+"""Sweeps: the grid as users give it (``--param``, a points file), each point's plan, the array's script
+and queue entries, and the bad grids that are one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.unit.test_pyslurm_backend import KNOWN, sbatch_lines
+from ti_slurm.backends.pyslurm import job_description
+from ti_slurm.backends.slurm import array_task_ids, parse_scontrol_jobs
+from ti_slurm.core.plan import JobPlan, with_params
+from ti_slurm.core.states import JobState
+from ti_slurm.errors import ConfigError
+from ti_slurm.planning import make_plan
+from ti_slurm.script import render
+from ti_slurm.spec import load_spec
+from ti_slurm.sweeps import grid_points, read_points
+
+TRAIN = "mode: ddp\nnodes: 2\ncommand: python train.py --lr {lr} --tag {tag} --keep ${lr}\n"
+
+
+def test_each_point_sees_its_values_as_variables_and_in_its_command_as_one_shell_word(write_spec) -> None:
+    plan = make_plan(load_spec(write_spec(TRAIN)))
+    grid = grid_points({"lr": [0.1, 0.01], "tag": ["a b", "it's"]})
+    assert [p["lr"] for p in grid] == ["0.1", "0.1", "0.01", "0.01"]  # the first name varies slowest
+    point = plan.replace(points=tuple(grid)).at_point(3)
+    assert point.command == "python train.py --lr 0.01 --tag 'it'\"'\"'s' --keep ${lr}"  # the shell's ${lr} stays
+    assert point.env["TI_SLURM_PARAM_LR"] == "0.01" and point.env["TI_SLURM_PARAM_TAG"] == "it's"
+    assert json.loads(point.env["TI_SLURM_PARAMS"]) == {"lr": "0.01", "tag": "it's"}
+    assert point.env["TI_SLURM_SWEEP_POINT"] == "3" and point.points == ()
+    assert JobPlan.from_json(plan.replace(points=tuple(grid)).to_json()).points == tuple(grid)
+
+
+def test_a_role_commands_placeholders_are_filled_too(write_spec) -> None:
+    roles = make_plan(load_spec(write_spec("mode: ps-worker\ncommand: x {lr}\nps: {nodes: 1}\nworker: {nodes: 1}\n")))
+    ps, worker = roles.components  # a role's own command, as a platform gives one (ModelArts' --task_name)
+    plan = roles.replace(components=(ps.replace(command="ps --lr {lr}"), worker), points=({"lr": "5"},)).at_point(0)
+    assert [plan.command_of(i) for i in range(2)] == ["ps --lr 5", "x 5"]
+    assert with_params("{lr}{lr} {x} {LR}", {"lr": "1"}) == "11 {x} {LR}"  # names as given, nothing else
+
+
+def test_an_array_sweep_is_one_script_whose_tasks_each_have_a_directory_and_output(write_spec) -> None:
+    plan = make_plan(load_spec(write_spec(TRAIN)))
+    swept = plan.replace(points=tuple(grid_points({"lr": [1, 2, 3], "tag": ["x", "y"]})), max_parallel=2)
+    lines = sbatch_lines(swept)
+    assert lines["array"] == "0-5%2" and lines["output"].endswith("/slurm-%A_%a.out")
+    assert '/"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' in render(swept)
+    assert sbatch_lines(swept.replace(max_parallel=6))["array"] == "0-5"  # no throttle when all may run
+    assert "--array" not in render(plan) and '/"${SLURM_JOB_ID}"' in render(plan)
+    fields = job_description(swept, "", {}, KNOWN | {"array"})
+    assert fields["array"] == "0-5%2" and fields["standard_output"].endswith("/slurm-%A_%a.out")
+
+
+def test_the_queue_names_each_task_of_an_array_as_its_point(write_spec) -> None:
+    # as Slurm 22.05 prints them: the pending rest of the array in one entry, each started task on its own
+    pending = "JobId=100 ArrayJobId=100 ArrayTaskId=2-5%2 ArrayTaskThrottle=2 JobName=sw UserId=me(1000) "
+    running = "JobId=103 ArrayJobId=100 ArrayTaskId=1 ArrayTaskThrottle=2 JobName=sw UserId=me(1000) "
+    rest = "GroupId=g(1000) JobState={} Reason={} Dependency=(null) NodeList={} a b\n"
+    text = pending + rest.format("PENDING", "JobArrayTaskLimit", "(null)")
+    text += running + rest.format("RUNNING", "None", "n[1-2]")
+    queued = parse_scontrol_jobs(text, 1000)
+    assert sorted(queued) == ["100_1", "100_2", "100_3", "100_4", "100_5"]
+    assert queued["100_1"].state is JobState.RUNNING and queued["100_1"].nodes == "n[1-2]"
+    assert (queued["100_4"].state, queued["100_4"].reason) == (JobState.PENDING, "JobArrayTaskLimit")
+    assert array_task_ids("N/A", "N/A") == [] and array_task_ids("7", "1,3-7:2") == ["7_1", "7_3", "7_5", "7_7"]
+
+
+def test_a_points_file_keeps_values_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "points.yaml"
+    path.write_text("- {lr: 1e-4, batch: 32, warm: true}\n- {lr: 0.10, batch: 064, warm: off}\n")
+    assert read_points(str(path)) == [
+        {"lr": "1e-4", "batch": "32", "warm": "true"},
+        {"lr": "0.10", "batch": "064", "warm": "off"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (["--param", "lr="], "--param: 'lr=': an empty value"),
+        (["--param", "lr"], "--param: 'lr': expected NAME=VALUE[,VALUE...]"),
+        (["--param", "1x=3"], "--param: '1x': not a parameter name"),
+        (["--param", "a-b=3"], "--param: 'a-b': not a parameter name"),
+        (["--param", "lr=1", "--param", "lr=2"], "--param: 'lr=1 lr=2': a parameter is given twice"),
+        ([], "--param: '': give the grid as --param NAME=V1,V2 ... or as --points FILE"),
+        (["--points", "nope.yaml"], "--points: 'nope.yaml': No such file or directory"),
+        (["--param", "lr=1", "--max-parallel", "-1"], "argument --max-parallel: '-1': expected a whole number"),
+    ],
+)
+def test_a_bad_grid_is_one_line_and_nothing_is_submitted(write_spec, tmp_path: Path, args: list, line: str) -> None:
+    res = run_cli("sweep", str(write_spec(TRAIN)), "--local", *args, cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.split(": error: ", 1)[1].startswith(line), res.stderr
+    assert not res.stdout and not (tmp_path / "ti-slurm-jobs").exists()
+
+
+@pytest.mark.parametrize(
+    "points,where",
+    [
+        ({}, "params"),
+        ({"lr": []}, "params.lr"),
+        ({"lr": "0.1"}, "params.lr"),
+        ([{"lr": None}], "params.lr"),
+        ([{"lr": [1]}], "params.lr"),
+        ([{"lr": "a\nb"}], "params.lr"),
+    ],
+)
+def test_the_api_refuses_a_bad_grid_naming_the_field(points: object, where: str) -> None:
+    from ti_slurm.sweeps import checked_points
+
+    with pytest.raises(ConfigError) as err:
+        grid_points(points) if isinstance(points, dict) else checked_points(points)  # type: ignore[arg-type]
+    assert err.value.field == where
