@@ -73,26 +73,6 @@ def render(spec: SpecLike, *, python: str | None = None) -> str:
     return render_plan(plan(spec, python=python))
 
 
-def user_remote_host() -> str:
-    """``host`` under ``[remote]`` in ``$XDG_CONFIG_HOME/ti-slurm/config.toml`` (``~/.config/...``)."""
-    import tomllib
-
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    path = os.path.join(base, "ti-slurm", "config.toml")
-    if not os.path.exists(path):
-        return ""
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError("user config", path, f"cannot read: {exc}") from None
-    remote = data.get("remote", {})
-    host = remote.get("host", "") if isinstance(remote, dict) else None
-    if not isinstance(host, str) or set(data) - {"remote"} or set(remote) - {"host"}:
-        raise ConfigError("user config", path, 'expected only [remote] host = "login"')
-    return host
-
-
 def open_backend(
     name: str, host: str = "", *, accept_new_host_key: bool = False, ssh_config: str | None = None
 ) -> Backend:
@@ -156,6 +136,8 @@ def choose_backend(
     """The backend a submit goes through, and the login node it reaches ("" for this machine): ``host``, else the
     spec's ``remote.host`` and then the user config's, unless ``backend`` is named."""
     if host is None:
+        from ti_slurm.userconfig import user_remote_host
+
         host = "" if backend else (spec.remote.host if spec.remote else "") or user_remote_host()
     if host and backend not in (None, "slurm", "ssh"):
         why = f"runs on this machine; a host ({host}) means the Slurm commands over SSH"

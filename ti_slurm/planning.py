@@ -15,7 +15,7 @@ from typing import Any
 
 from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.core.plan import Component, JobPlan
-from ti_slurm.errors import SpecError
+from ti_slurm.errors import ConfigError, SpecError
 from ti_slurm.job.modes import get_mode
 from ti_slurm.site import SiteConfig, load_site_config
 from ti_slurm.spec import JobSpec, PreflightSpec
@@ -51,6 +51,7 @@ def make_plan(
         time=spec.time,
         sbatch=dict(spec.sbatch),
         dependency=dependency(spec),
+        notify=tuple(n.as_plan() for n in spec.notify) if site.notify else (),
         submission=submission,
     )
 
@@ -133,6 +134,7 @@ def plan_job(
     ``python3``, and the cluster's own site config applies on the cluster side.
     """
     code = ""
+    spec = with_user_notify(spec)
     if remote:
         base = _remote_path(spec.remote.workdir, None) if spec.remote else None
         updates = {"output_dir": _remote_path(spec.output_dir, base), "workdir": _remote_path(spec.workdir, base)}
@@ -150,6 +152,28 @@ def plan_job(
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)
     return plan.replace(code_dir=code) if remote else data_here(plan, spec)
+
+
+def with_user_notify(spec: JobSpec) -> JobSpec:
+    """The spec with the user config's ``[[notify]]`` when it has no ``notify:`` of its own; a bad entry there
+    is one line naming the user config."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from ti_slurm.spec import Notifies
+    from ti_slurm.userconfig import user_config_path, user_notify
+
+    defaults = [] if spec.notify else user_notify()
+    if not defaults:
+        return spec
+    try:
+        notify = TypeAdapter(Notifies).validate_python(defaults)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"user config {user_config_path()}: notify.{where}", first.get("input"), first["msg"]
+        ) from None
+    return spec.model_copy(update={"notify": notify})
 
 
 def data_here(plan: JobPlan, spec: JobSpec) -> JobPlan:

@@ -60,6 +60,8 @@ class SiteConfig:
     # Slurm 25.11's expedited requeue (slurm.conf: SlurmctldParameters=enable_expedited_requeue): requeueable
     # jobs ask for --requeue=expedite, so a requeued one may start again at once, first in the queue
     expedited_requeue: bool = False
+    notify: bool = True  # false: jobs post no notifications (compute nodes with no way out)
+    notify_proxy: str = ""  # an http(s) proxy the notifications go through ("": straight)
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -84,6 +86,7 @@ class SiteConfig:
             "hccn_conf": self.hccn_conf,
             "stage_dir": self.stage_dir,
             "expedited_requeue": self.expedited_requeue,
+            "notify_proxy": self.notify_proxy,
         }
 
 
@@ -131,6 +134,8 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         container_runtime=get.choice("container_runtime", CONTAINER_RUNTIMES),
         backend=get.choice("backend", SITE_BACKENDS),
         expedited_requeue=get.boolean("expedited_requeue", False),
+        notify=get.boolean("notify", True),
+        notify_proxy=get.url("notify_proxy"),
         job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),
@@ -171,6 +176,13 @@ class _Keys:
         value = self.data.get(key, default)
         if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
             raise ConfigError(f"{self.where}: {key}", value, "expected an absolute path")
+        return value
+
+    def url(self, key: str) -> str:
+        """An http(s) URL, or "" for none."""
+        value = self.data.get(key, "")
+        if not isinstance(value, str) or (value and not re.fullmatch(r"https?://[^\s/?#]+/?", value)):
+            raise ConfigError(f"{self.where}: {key}", value, "expected an http:// or https:// proxy URL (host[:port])")
         return value
 
     def word(self, key: str, default: str) -> str:

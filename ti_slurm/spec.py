@@ -35,7 +35,14 @@ from pydantic import (
     model_validator,
 )
 
-from ti_slurm.core.choices import CONTAINER_RUNTIMES, DEFAULT_RESTART_ON, IN_PLACE_CAUSES, RESTART_CAUSES
+from ti_slurm.core.choices import (
+    CONTAINER_RUNTIMES,
+    DEFAULT_RESTART_ON,
+    IN_PLACE_CAUSES,
+    NOTIFY_EVENTS,
+    NOTIFY_FORMATS,
+    RESTART_CAUSES,
+)
 from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.core.plan import Component
 from ti_slurm.errors import SpecError
@@ -280,6 +287,41 @@ class RestartSpec(_Strict):
             )
 
 
+def _one_of(choices: tuple[str, ...]) -> AfterValidator:
+    def check(v: str) -> str:
+        if v not in choices:
+            raise ValueError(f"expected one of: {', '.join(choices)}")
+        return v
+
+    return AfterValidator(check)
+
+
+class NotifySpec(_Strict):
+    """``notify: {url: https://..., on: [failed, hung], format: slack}``: the job posts each of those events
+    there as it happens (see the README's "Notifications")."""
+
+    url: str = Field(max_length=4096)
+    on: list[Annotated[str, _one_of(NOTIFY_EVENTS)]] = Field(default_factory=lambda: list(NOTIFY_EVENTS), min_length=1)
+    format: Annotated[str, _one_of(NOTIFY_FORMATS)] = "json"
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", v):
+            raise ValueError("expected an http:// or https:// URL (no spaces)")
+        return v
+
+    def as_plan(self) -> dict[str, object]:
+        return {"url": self.url, "on": list(dict.fromkeys(self.on)), "format": self.format}
+
+
+def _one_or_many(v: object) -> object:
+    return [v] if isinstance(v, dict) else v
+
+
+Notifies = Annotated[list[NotifySpec], BeforeValidator(_one_or_many)]
+
+
 class SignalSpec(_Strict):
     """``signal: {name: USR2, before: 120}``: every node's command gets it this long before the time limit."""
 
@@ -404,6 +446,7 @@ class JobSpec(_Strict):
     # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
     restart: RestartSpec | None = None
     after: AfterSpec | None = None  # a pipeline: run once other jobs ended (ok, failed or any)
+    notify: Notifies = Field(default_factory=list)  # webhooks told of its events; default: the user config's
     # nodes allocated beside the job's and held idle: a lost node's place goes to one in a restart in place
     spare_nodes: int = Field(default=0, ge=0, le=1024)
     signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit

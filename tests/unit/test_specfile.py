@@ -75,6 +75,7 @@ code_ignore: [on, "*.ckpt"]
 inputs: {train: /data/0777, on: {path: 1.10, stage: local}}
 outputs: 2026-12-01
 after: {jobs: [5631001, 5_7, 5_*], when: any}
+notify: {url: http://10.0.0.1:8080/hook, on: [failed, hung], format: feishu}
 """
 
 
@@ -129,6 +130,9 @@ def test_every_field_reads_as_typed(write_spec) -> None:
     assert (ddp.inputs["train"].path, ddp.outputs) == ("/data/0777", "2026-12-01")
     assert ddp.inputs["on"] == InputSpec(path="1.10", stage="local")  # a key YAML 1.1 reads as true
     assert ddp.after is not None and ddp.after.dependency == "afterany:5631001:5_7:5_*"  # 5_7: not YAML 1.1's 57
+    assert [n.as_plan() for n in ddp.notify] == [  # on: is a word, and one mapping is a list of one
+        {"url": "http://10.0.0.1:8080/hook", "on": ["failed", "hung"], "format": "feishu"}
+    ]
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

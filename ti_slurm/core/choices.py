@@ -11,3 +11,5 @@ IN_PLACE_CAUSES = ("failure", "hang")  # the causes a restart inside the allocat
 BACKENDS = ("slurm", "pyslurm", "local", "ssh")  # where jobs go (ssh: chosen by giving a host)
 NAMED_BACKENDS = ("slurm", "pyslurm", "local")  # those a user names (`--backend`, `backend=`)
 SITE_BACKENDS = ("slurm", "pyslurm")  # those a site config may make the default (the Slurm ones, from here)
+NOTIFY_EVENTS = ("running", "completed", "failed", "cancelled", "requeued", "hung")  # what `notify.on` may list
+NOTIFY_FORMATS = ("json", "slack", "wecom", "dingtalk", "feishu")  # the body a `notify` URL is posted

@@ -25,6 +25,7 @@ from ti_slurm.core.record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 EVENT_KINDS = ("start", "step-exit", "signal", "alive", "end")
@@ -71,8 +72,9 @@ class NodeExit(Record):
 class EventLog:
     """A job's ``status.jsonl`` for one submission: the supervisor appends to it, followers read it."""
 
-    def __init__(self, path: str, submission: str) -> None:
+    def __init__(self, path: str, submission: str, listener: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.path, self.submission = path, submission
+        self.listener = listener  # told of each event once it is written (the job's notifications)
 
     def append(self, kind: str, attempt: int, **data: object) -> None:
         """Add one event (a requeued attempt adds to the same file)."""
@@ -82,6 +84,8 @@ class EventLog:
         record = {"event": kind, "time": round(time.time(), 3), "submission": self.submission, "attempt": attempt}
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record | data) + "\n")
+        if self.listener is not None:
+            self.listener(record | data)
 
     def read(self) -> list[dict[str, Any]]:
         """This submission's events so far ([] when there is no record yet)."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 PLAN_VERSION = 7  # 2: the plan names its platform; 3: NPUs (npus_per_node, npu_gres, hccn_conf);
 # 4: the job layout (code_*, inputs, staged, stage_dir, outputs) and in-place restarts (restart_in_place);
 # 5: spare nodes (Component.spares); 6: elastic size (Component.min_nodes); 7: sweeps (points, max_parallel)
+# and notifications (notify, notify_proxy)
 
 PARAM_PREFIX = "TI_SLURM_PARAM_"  # a sweep point's value of parameter lr: TI_SLURM_PARAM_LR
 
@@ -134,6 +135,9 @@ class JobPlan(Record):
     time: str | None = None
     sbatch: dict[str, str | int | bool] = {}  # noqa: RUF012 (Record copies it per instance)
     submission: str = ""  # unique per submit: tags the job's events and its Slurm comment
+    # webhooks the supervisor posts the job's events to: {url, on: [events], format}; the site's proxy ("": none)
+    notify: tuple[dict[str, Any], ...] = ()
+    notify_proxy: str = ""
     # a sweep as one Slurm job array: each task runs the plan at its point (at_point), at most max_parallel at once
     points: tuple[dict[str, str], ...] = ()
     max_parallel: int = 0  # 0: as many as Slurm starts
@@ -210,6 +214,7 @@ class JobPlan(Record):
         data["restart_on"] = tuple(data.get("restart_on", ()))
         data["staged"] = tuple(data.get("staged", ()))
         data["points"] = tuple(data.get("points", ()))
+        data["notify"] = tuple(data.get("notify", ()))
         return cls(**data)
 
 

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from ti_slurm.core.events import EventLog
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.beat import ALIVE_EVERY, SWAP_AFTER
 from ti_slurm.job.modes import get_mode
+from ti_slurm.job.notify import notifying_log
 from ti_slurm.job.restart import preempted
 from ti_slurm.job.supervisor import attempts
 from ti_slurm.job.supervisor.history import AttemptRecord
@@ -41,15 +41,14 @@ class Supervisor:
         self.paths, self.launcher, self.control = JobPaths(job_dir), launcher, launcher.control
         self.rule = get_mode(plan.mode).rule
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
-        self.log = EventLog(self.paths.status, plan.submission)
+        self.log, self.notifier = notifying_log(plan, self.paths)  # the job's record, each event to its webhooks
         self.nodes = NodeSet(plan, launcher)  # the allocation's nodes: those the attempt runs on, its spares
         self.plan, self.names = self.nodes.plan, self.nodes.names  # the attempt's: sized to the nodes it runs on
         self.staging = StagingNotes(self.paths.staging, self.event)  # the nodes' staging copies, for --wait
         self.liveness = Liveness(self.paths, self.names, None)
         self._cancel_signal: int | None = None
         self.history = AttemptRecord(plan, self.paths, self.log, self.control, self.say)
-        # attempts: this run of the batch script is Slurm's requeue number `requeues`; restarts in place add one
-        self.requeues = self.history.requeues = launcher.restart_count
+        self.requeues = self.history.requeues = launcher.restart_count  # Slurm's requeues (in place ones add)
         self.in_place = attempts.in_place_restarts(self.log.read())  # so far, in every allocation
         self.begin_attempt(self.requeues + self.in_place)
 
@@ -100,6 +99,7 @@ class Supervisor:
             self.steps.stop_running()
         self.liveness.close()
         self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
+        self.notifier.close()  # the outcome is recorded: this only bounds how long the last posts may take
         return outcome
 
     def run_attempt(self, replaced: Replacements | None = None) -> Outcome:
