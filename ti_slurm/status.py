@@ -77,6 +77,7 @@ class JobStatus:
     staging: dict[str, list[int]] = field(default_factory=dict)
     waits_for: str = ""  # a pending job's after: as Slurm shows it (afterok:123(unfulfilled))
     sweep: str = ""  # the sweep it is a point of
+    undelivered: list[dict[str, Any]] = field(default_factory=list)  # notifications the job could not post
 
     @property
     def settled(self) -> bool:
@@ -105,6 +106,8 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             status.staging = _staging(ev.get("nodes"))
         elif kind == "step-exit":
             _step_exit(status, ev)
+        elif kind == "notify":
+            status.undelivered.append({k: ev.get(k) for k in ("attempt", "notification", "to", "why")})
         elif kind == "end":
             status.staging = {}  # whatever the last report said: no node copies any more
             state = JobState.from_slurm(str(ev.get("state", "")))
@@ -295,6 +298,8 @@ def format_status(status: JobStatus) -> str:
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
                         f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"
                     )
+    for note in status.undelivered:
+        lines.append(f"  notification not delivered: {note['notification']} to {note['to']}: {note['why']}")
     if status.batch_tail:
         lines.append(f"  last {len(status.batch_tail)} lines of {status.batch_output}:")
         lines.extend(f"  | {line}" for line in status.batch_tail)
