@@ -188,3 +188,14 @@ def _yaml(tmp_path: Path, **fields: object) -> Path:
     path = tmp_path / "job.json"
     path.write_text(json.dumps(spec(tmp_path, **fields)))
     return path
+
+
+def test_a_sweep_through_the_api_runs_each_point_as_an_array_task(tmp_path: Path, backend: str) -> None:
+    spec = {"mode": "ddp", "nodes": 2, "command": "echo lr={lr} $TI_SLURM_PARAM_LR", "output_dir": str(tmp_path)}
+    sweep = ti_slurm.sweep(spec, {"lr": ["0.1", "0.01", "0.001"]}, backend=backend, max_parallel=2)
+    assert sweep.array and sweep.id.isdigit()
+    final = sweep.wait(timeout=180)
+    assert [p.status.state for p in final.points] == [JobState.COMPLETED] * 3, final.points
+    for job, lr in zip(sweep.jobs(), ["0.1", "0.01", "0.001"], strict=True):
+        assert job.id.startswith(f"{sweep.id}_") and list(job.logs(node="1")) == [f"lr={lr} {lr}"]
+    assert ti_slurm.get_sweep(sweep.id) is not None

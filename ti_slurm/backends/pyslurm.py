@@ -329,6 +329,9 @@ class PyslurmBackend(SlurmBackend):
         return JobPaths.of(os.path.dirname(out), job_id).root if out else None
 
     def cancel(self, job: JobInfo) -> None:
+        if not job.job_id.isdigit():  # an array task (a sweep's point, 123_4): pyslurm takes numbers only
+            super().cancel(job)
+            return
         try:
             self.pyslurm.Job(int(job.job_id)).cancel()
         except (self.pyslurm.RPCError, ValueError) as exc:
