@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("job")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
+    tp = sub.add_parser("top", help="what each node of a running job uses: CPU, memory, GPUs", parents=[remote])
+    tp.add_argument("job")
+    tp.add_argument("--once", action="store_true", help="print the table once (default: refresh until it ends)")
+    tp.add_argument("--interval", type=bounded(1, 3600), default=5, help="seconds between refreshes (5)")
+
     lg = sub.add_parser("logs", help="print a job's logs", parents=[remote])
     lg.add_argument("job")
     lg.add_argument("--node", help="one node: its INDEX, its name, or <component>-<n>")
@@ -278,9 +283,41 @@ def cmd_status(args: argparse.Namespace) -> int:
         found = sweep.status()
         print(found.to_json() if args.json else format_sweep(found))
         return 0
-    status = find_job(args).status()
-    print(status.to_json() if args.json else format_status(status))
+    job = find_job(args)
+    status = job.status()
+    usage = job.usage(status) if status.components else []
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        print(json.dumps(status.as_dict() | {"usage": [asdict(u) for u in usage]}, indent=2))
+        return 0
+    from ti_slurm.usage import summary_lines
+
+    print("\n".join([format_status(status), *(summary_lines(usage) if status.state.is_terminal else [])]))
     return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from ti_slurm.status import progress_line
+    from ti_slurm.usage import top_table
+
+    job = find_job(args)
+    while True:
+        status = job.status()
+        usage = job.usage(status) if status.components else []
+        table = top_table(usage) if usage else "  (no node has sampled its use yet)"
+        screen = f"job {job.id}  {status.name}  {progress_line(status)}\n{table}"
+        if args.once or status.state.is_terminal:
+            print(screen)
+            return 0
+        print("\x1b[H\x1b[J" + screen if sys.stdout.isatty() else screen + "\n", flush=True)
+        try:
+            import time
+
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return 0
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -385,6 +422,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render,
     "submit": cmd_submit,
+    "top": cmd_top,
     "sweep": cmd_sweep,
     "status": cmd_status,
     "logs": cmd_logs,

@@ -427,6 +427,22 @@ class Job:
             time.sleep(delay)
             delay = min(delay * 1.5, RECORD_POLL_MAX)
 
+    def usage(self, status: JobStatus | None = None) -> list[Any]:
+        """What each node of the latest attempt used (:class:`ti_slurm.usage.NodeUsage`: CPU, memory, GPUs), as
+        sampled while it ran; nodes with no sample yet are left out."""
+        from ti_slurm.usage import NodeUsage
+
+        status = status or self.status()
+        paths = JobPaths(status.job_dir)
+        found = []
+        for comp in status.components:
+            for n in range(len(comp.nodes)):
+                label = node_label(comp.name, n)
+                usage = NodeUsage.parse(label, self.backend.read_text(paths.node_usage(comp.name, n)))
+                if usage is not None:
+                    found.append(usage)
+        return found
+
     def cancel(self) -> None:
         """Ask the scheduler to cancel the job (every node's processes are stopped)."""
         from ti_slurm.registry import note_cancelled

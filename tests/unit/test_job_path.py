@@ -128,8 +128,9 @@ ALLOWED = {
     "job": ("ti_slurm.job", "ti_slurm.core", "ti_slurm.errors", "ti_slurm.site"),
     "core": ("ti_slurm.core", "ti_slurm.errors"),
 }
-# Ray's node runtime asks Ray itself how many nodes joined, in a process of its own (the job's Ray)
-FRAMEWORK_IMPORTS = {("ray.py", "ray")}
+# Ray's node runtime asks Ray itself how many nodes joined, in a process of its own (the job's Ray); a node
+# with GPUs reads them through NVML when nvidia-ml-py is installed (imported only there)
+FRAMEWORK_IMPORTS = {("ray.py", "ray"), ("usage.py", "pynvml")}
 
 
 def light_modules(package: str) -> list[Path]:

@@ -7,6 +7,7 @@ node and the submitting machine share::
     status.jsonl                the supervisor's events: start, step-exit, end
     nodes/<component>.<n>.json  each node's own exit record (the supervisor judges by these)
     logs/<component>-<n>.log    each node's output
+    logs/<component>-<n>.usage.json  what its command used: CPU, memory, GPUs (sampled, job/usage.py)
     addresses                   every node's address, resolved once (by the supervisor) for all nodes
     checkpoint/                 TI_SLURM_CHECKPOINT_DIR unless the spec names another: kept across requeues
     beat                        the supervisor's UDP port and secret: each node's step says it is alive there too
@@ -74,6 +75,10 @@ class JobPaths(Record):
     @property
     def logs_dir(self) -> str:
         return self._in("logs")
+
+    def node_usage(self, component: str, n: object) -> str:
+        """What the n-th node's command used (CPU, memory, GPUs), sampled while it ran: beside its log."""
+        return self._in("logs", f"{node_label(component, n)}.usage.json")
 
     def node_log(self, component: str, n: object) -> str:
         """The n-th node's log (``n`` may be srun's ``%n``, filled in per node)."""

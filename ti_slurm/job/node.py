@@ -112,6 +112,7 @@ class NodeRun(Record):
 
         workdir = None if self.image is not None else plan.workdir
         code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward)
+        watch.usage.finish()
         self.record(code, watch.error)
         return code
 

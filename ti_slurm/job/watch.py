@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import threading
 
     from ti_slurm.job.modes.base import NodeRunView
+    from ti_slurm.job.usage import UsageSampler
 
 HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
 
@@ -86,6 +87,17 @@ def mtime(path: str) -> float:
         return 0.0
 
 
+def usage_sampler(run: NodeRunView, path: str) -> UsageSampler:
+    """The node's usage sampler: its CPUs and memory as Slurm gave them (else as the plan asked)."""
+    from ti_slurm.job.usage import UsageSampler, mem_bytes
+
+    comp = run.plan.components[run.component]
+    cpus = int(run.env.get("SLURM_CPUS_ON_NODE", "") or 0) or int(comp.cpus_per_node) or 1
+    mem = run.env.get("SLURM_MEM_PER_NODE", "")
+    request = int(mem) << 20 if mem.isdigit() else mem_bytes(comp.mem or "")
+    return UsageSampler(path, run.contract.node, cpus, request, run.env)
+
+
 class NodeWatch:
     """Called about twice a second while a node's command runs (see :func:`ti_slurm.job.process.run_command`)."""
 
@@ -103,6 +115,7 @@ class NodeWatch:
         self.started = time.time()
         self.touched = 0.0
         self.error = ""  # why the command was stopped, once it was
+        self.usage = usage_sampler(run, paths.node_usage(name, run.contract.index))
         host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"  # where srun, and so the supervisor, runs
         start_beating(paths.beat, host, name, run.contract.index)
 
@@ -138,6 +151,7 @@ class NodeWatch:
         once the command is found hung."""
         if self.signal_file:
             self.check_signal()
+        self.usage.tick(pgid)
         now = time.time()
         watching = bool(self.silence) and not self.error
         last = max(self.started, *(mtime(path) for path in self.watched if path)) if watching else now

@@ -1,0 +1,198 @@
+"""What each node's command uses, sampled while it runs: CPU and resident memory over its process tree
+(``/proc``), and each bound GPU's utilization and memory (NVML through ``nvidia-ml-py`` when it is
+installed, else ``nvidia-smi``, less often, else nothing).
+
+:class:`UsageSampler` is ticked by the node's watch (twice a second) and samples every
+:data:`SAMPLE_EVERY` seconds; each sample rewrites the node's usage file (``logs/<label>.usage.json``,
+kept with the attempt's logs) whole: the latest values (``top``) and what the end summary needs
+(CPU seconds, peak memory, GPU utilization summed). Its cost is the command's processes' ``stat`` files,
+not the machine's. Readers: :mod:`ti_slurm.usage`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+SAMPLE_EVERY = 5.0  # seconds between samples of a node's processes
+SMI_EVERY = 30.0  # nvidia-smi is a process of its own: GPUs through it this rarely (NVML: every sample)
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def mem_bytes(text: str) -> int:
+    """A Slurm memory size (``4096`` in megabytes, ``500M``, ``4G``, ``1T``) in bytes; 0 for none."""
+    text = text.strip().upper()
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:], 0)
+    number = text[:-1] if shift else text
+    if not number.isdigit():
+        return 0
+    return int(number) << (shift or 20)
+
+
+def tree_usage(pids: list[int], proc: str = "/proc") -> tuple[float, int]:
+    """CPU seconds (user and system, with the children each process has reaped) and resident bytes of ``pids``."""
+    cpu, rss = 0.0, 0
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # after the name: state is field 3; utime, stime, cutime, cstime 14-17; rss 24 (in pages)
+        cpu += sum(int(x) for x in fields[11:15]) / _TICKS
+        rss += int(fields[21]) * _PAGE
+    return cpu, rss
+
+
+def bound_gpus(env: Mapping[str, str]) -> list[str]:
+    """The GPUs the node's command may use, as NVML and nvidia-smi index them (``CUDA_VISIBLE_DEVICES``)."""
+    visible = env.get("CUDA_VISIBLE_DEVICES", "")
+    return [g for g in visible.split(",") if g.strip().isdigit()] if visible else []
+
+
+def parse_smi(text: str) -> dict[str, tuple[float, int, int]]:
+    """``nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits``:
+    index -> (utilization %, memory used and total in bytes)."""
+    out = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4 and all(p.replace(".", "", 1).isdigit() for p in parts):
+            out[parts[0]] = (float(parts[1]), int(float(parts[2])) << 20, int(float(parts[3])) << 20)
+    return out
+
+
+def nvml_reader(indices: list[str]) -> Callable[[], dict[str, tuple[float, int, int]]] | None:
+    """GPU readings through NVML (``pynvml``, from ``nvidia-ml-py``), or ``None`` where it is missing."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        handles = {i: pynvml.nvmlDeviceGetHandleByIndex(int(i)) for i in indices}
+    except Exception:
+        return None
+
+    def read() -> dict[str, tuple[float, int, int]]:
+        out = {}
+        for i, handle in handles.items():
+            try:
+                util, mem = pynvml.nvmlDeviceGetUtilizationRates(handle), pynvml.nvmlDeviceGetMemoryInfo(handle)
+                out[i] = (float(util.gpu), int(mem.used), int(mem.total))
+            except Exception:
+                continue
+        return out
+
+    return read
+
+
+def smi_reader(indices: list[str]) -> Callable[[], dict[str, tuple[float, int, int]]] | None:
+    """GPU readings through ``nvidia-smi``, or ``None`` where it is not installed."""
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+
+    def read() -> dict[str, tuple[float, int, int]]:
+        import subprocess
+
+        query = ["--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
+        try:
+            res = subprocess.run([smi, *query], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        found = parse_smi(res.stdout)
+        return {i: found[i] for i in indices if i in found}
+
+    return read
+
+
+def gpu_reader(indices: list[str]) -> tuple[Callable[[], dict[str, tuple[float, int, int]]] | None, float]:
+    """How the GPUs ``indices`` are read, and how often: NVML at every sample, else nvidia-smi every
+    SMI_EVERY seconds, else not at all."""
+    if not indices:
+        return None, 0.0
+    nvml = nvml_reader(indices)
+    return (nvml, SAMPLE_EVERY) if nvml is not None else (smi_reader(indices), SMI_EVERY)
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class UsageSampler:
+    """One node's usage over its command's run, written to ``path`` at each sample."""
+
+    def __init__(self, path: str, node: str, cpus: int, mem_request: int, env: Mapping[str, str]) -> None:
+        self.path, self.node, self.cpus, self.mem_request = path, node, cpus, mem_request
+        self.started = self.last_time = time.time()
+        self.next_sample = time.monotonic() + SAMPLE_EVERY
+        self.last_cpu = self.cpu = 0.0
+        self.peak_rss = self.samples = 0
+        self.gpus: dict[str, dict[str, float]] = {}
+        self.read_gpus, self.gpu_every = gpu_reader(bound_gpus(env))
+        self.next_gpus = 0.0
+        self.children_at_start = _children_cpu()
+
+    def tick(self, pid: int) -> None:
+        """Sample when due (``pid``: the command's process, the root of its tree)."""
+        if time.monotonic() < self.next_sample:
+            return
+        self.next_sample = time.monotonic() + SAMPLE_EVERY
+        from ti_slurm.job.process import descendants
+
+        self.sample([pid, *descendants(pid)])
+
+    def finish(self) -> None:
+        """The command ended: its CPU time as the kernel counted it for this step's reaped children (the
+        whole tree, where each process reaped its own), and a last sample."""
+        self.cpu = max(self.cpu, _children_cpu() - self.children_at_start)
+        self.sample([])
+
+    def sample(self, pids: list[int]) -> None:
+        now = time.time()
+        cpu, rss = tree_usage(pids)
+        self.cpu = max(self.cpu, cpu)  # a child reaped by nobody leaves the tree with its time: never go back
+        percent = 100.0 * (self.cpu - self.last_cpu) / max(now - self.last_time, 1e-3)
+        self.last_cpu, self.last_time = self.cpu, now
+        self.peak_rss, self.samples = max(self.peak_rss, rss), self.samples + 1
+        if self.read_gpus is not None and time.monotonic() >= self.next_gpus:
+            self.next_gpus = time.monotonic() + self.gpu_every
+            for index, (util, used, total) in self.read_gpus().items():
+                gpu = self.gpus.setdefault(index, {"util_sum": 0.0, "readings": 0, "peak_mem": 0})
+                gpu.update(util=util, mem=used, mem_total=total, peak_mem=max(gpu["peak_mem"], used))
+                gpu["util_sum"] += util
+                gpu["readings"] += 1
+        self.write(now, percent, rss)
+
+    def record(self, now: float, percent: float, rss: int) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "time": round(now, 3),
+            "started": round(self.started, 3),
+            "cpus": self.cpus,
+            "cpu_percent": round(percent, 1),
+            "cpu_seconds": round(self.cpu, 2),
+            "rss": rss,
+            "peak_rss": self.peak_rss,
+            "mem_request": self.mem_request,
+            "samples": self.samples,
+            "gpus": {i: dict(g) for i, g in sorted(self.gpus.items())},
+        }
+
+    def write(self, now: float, percent: float, rss: int) -> None:
+        from ti_slurm.core import lightjson
+        from ti_slurm.core.files import write_atomic
+
+        try:  # noqa: SIM105 (contextlib is not imported on the job path)
+            write_atomic(self.path, lightjson.dumps(self.record(now, percent, rss)) + "\n")
+        except OSError:
+            pass  # the record of use matters less than the command
