@@ -296,7 +296,8 @@ def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: floa
 
     records = {j.job_id: read_events(backend, j) for j in group}
     unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
-    queued = SharedQueue(backend, host).states(unended, max_age or SHARED_MAX_AGE) if unended else {}
+    age = SHARED_MAX_AGE if max_age is None else max_age
+    queued = SharedQueue(backend, host).states(unended, age) if unended else {}
     return [job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.unit.test_pyslurm_backend import KNOWN, sbatch_lines
+from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.pyslurm import job_description
 from ti_slurm.backends.slurm import array_task_ids, parse_scontrol_jobs
 from ti_slurm.core.plan import JobPlan, with_params
@@ -115,3 +116,37 @@ def test_the_api_refuses_a_bad_grid_naming_the_field(points: object, where: str)
     with pytest.raises(ConfigError) as err:
         grid_points(points) if isinstance(points, dict) else checked_points(points)  # type: ignore[arg-type]
     assert err.value.field == where
+
+
+class CountingQueue:
+    """A backend whose queue is asked through one call for all of a user's jobs, counting those calls."""
+
+    name = "slurm"
+
+    def __init__(self, array: str, points: int) -> None:
+        self.calls = 0
+        self.entries = {f"{array}_{k}": JobInfo(f"{array}_{k}", state=JobState.PENDING) for k in range(points)}
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        self.calls += 1
+        return self.entries
+
+    def read_text(self, path: str) -> str | None:
+        return None  # no point has started: nothing recorded yet
+
+
+def test_following_a_sweep_of_100_points_asks_the_queue_once_per_interval(tmp_path, monkeypatch) -> None:
+    from ti_slurm.sweeps import Sweep
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    points = [{"index": k, "params": {"lr": str(k)}, "job_id": f"700_{k}", "submission": "s"} for k in range(100)]
+    record = {"sweep_id": "700", "name": "big", "backend": "slurm", "array": True, "output_dir": str(tmp_path)}
+    queue = CountingQueue("700", 100)
+    sweep = Sweep(record | {"points": points}, queue)  # type: ignore[arg-type]
+    for _ in range(5):  # five looks within one interval: one answer serves them all
+        found = sweep.status(max_age=60)
+    assert queue.calls == 1 and found.counts == {"PENDING": 100}
+    sweep.status(max_age=0)  # the interval passed: one more, for all 100 again
+    assert queue.calls == 2
