@@ -301,6 +301,49 @@ def case_supervisor() -> list[Row]:
     ]
 
 
+USAGE_START = """\
+import sys, time
+sys.path.insert(0, {root!r})
+import ti_slurm.job.node, ti_slurm.job.watch  # what each node's step has imported by then
+started = time.perf_counter()
+from ti_slurm.job.usage import UsageSampler
+UsageSampler({path!r}, "node01", 4, 0, {{"CUDA_VISIBLE_DEVICES": ""}})
+print(time.perf_counter() - started)
+"""
+
+
+def case_usage_sampling(repeat: int, tmp: Path) -> list[Row]:
+    """What sampling a node's use costs: at its start (importing the sampler and making it, in a bare
+    interpreter that has imported what each node's step has by then), and per interval (one sample of a
+    tree of 17 processes)."""
+    from ti_slurm.job.process import descendants
+    from ti_slurm.job.usage import SAMPLE_EVERY, UsageSampler
+
+    program = USAGE_START.format(root=str(ROOT), path=str(tmp / "usage.json"))
+    start = statistics.median(
+        float(sh([sys.executable, "-I", "-S", "-c", program]).stdout) for _ in range(max(repeat, 3))
+    )
+    bare = median(lambda: sh([sys.executable, "-I", "-S", "-c", "pass"]), max(repeat, 3))
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(16)]
+    try:
+        sampler = UsageSampler(str(tmp / "usage.json"), "node01", 4, 0, {})
+        began, rounds = time.process_time(), 200
+        for _ in range(rounds):
+            sampler.sample([os.getpid(), *descendants(os.getpid())])
+        per_sample = (time.process_time() - began) / rounds
+    finally:
+        for proc in sleepers:
+            proc.kill()
+            proc.wait()
+    share = 100 * per_sample / SAMPLE_EVERY
+    return [
+        Row("usage sampling: added to a node's step start", start, bare, "python -I -S -c pass",
+            "<= 10% of a bare start", start <= 0.1 * bare, "import + sampler; its first sample comes 5 s later"),
+        Row("usage sampling: CPU per node (% of one CPU)", share, 0, "-", "<= 0.5%", share <= 0.5,
+            f"{per_sample * 1000:.2f} ms per sample of 17 processes, every {SAMPLE_EVERY:.0f} s"),
+    ]  # fmt: skip
+
+
 # -- cluster cases ------------------------------------------------------------------------
 def held_spec(tmp: Path, body: str) -> Path:
     path = tmp / f"spec-{time.monotonic_ns()}.yaml"
@@ -959,6 +1002,7 @@ def main() -> int:
     rows += case_cli_start(repeat, spec)
     rows += case_scale(repeat)
     rows += case_supervisor()
+    rows += case_usage_sampling(repeat, tmp)
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)
         rows += case_submit_backends(repeat, tmp)
