@@ -90,3 +90,19 @@ def test_servers_that_refuse_or_hang_cost_the_job_nothing_but_a_note(tmp_path: P
     assert "secret" not in status and "/refused" not in status, status
     table = run_cli("status", res.stdout.strip(), cwd=tmp_path).stdout
     assert "notification not delivered: running to http://127.0.0.1:" in table, table
+
+
+def test_a_hung_job_is_told_as_hung_with_its_silent_node(tmp_path: Path) -> None:
+    with recording_server("127.0.0.1") as server:
+        (tmp_path / "job.yaml").write_text(
+            "name: stuck\nmode: ddp\nnodes: 2\ncommand: 'echo started; sleep 60'\nwatchdog: {silence: 10}\n"
+            f"notify: {{url: '{server.url}/h', on: [hung, failed]}}\n"
+        )
+        res = run_cli("submit", "job.yaml", "--local", "--wait", cwd=tmp_path)
+        assert res.returncode == 1, res.stderr
+        posts = server.bodies("/h", at_least=2)
+    assert [p["event"] for p in posts] == ["hung", "failed"], posts
+    assert (
+        posts[0]["reason"].startswith("HUNG: node(s) localhost printed nothing")
+        and posts[0]["log_tail"][0] == "started"
+    )
