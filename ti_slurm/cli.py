@@ -321,6 +321,10 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    sweep = find_sweep(args)
+    if sweep is not None:
+        first = sweep.jobs()[0].id
+        raise ConfigError("job", args.job, f"is a sweep: name one of its points, e.g. ti-slurm logs {first}")
     for line in find_job(args).logs(node=args.node, follow=args.follow, attempt=args.attempt):
         print(line, flush=args.follow)
     return 0

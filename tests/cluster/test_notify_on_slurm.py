@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 from tests.notify_server import bad_servers, recording_server
 from ti_slurm import JobState
 
-pytestmark = pytest.mark.usefixtures("cluster")
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")  # ids may repeat across test clusters
 
 HOST = "10.77.0.1"  # the test cluster's bridge (ci/slurm-cluster/cluster.env CTL_ADDR): every node reaches it
 FLAKY = 'test "$TI_SLURM_RESTART_COUNT" != 0 || { echo "boom on $(hostname)"; exit 4; }; echo fine'

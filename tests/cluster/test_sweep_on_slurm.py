@@ -17,17 +17,23 @@ from tests.cluster.conftest import Island
 from tests.conftest import ROOT, run_cli
 from ti_slurm import JobState
 
-pytestmark = pytest.mark.usefixtures("cluster")
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")  # ids may repeat across test clusters
 
 TRAIN = """\
 import json, os, sys, time
+import torch
+import torch.distributed as dist
 lr = sys.argv[sys.argv.index("--lr") + 1]
 point, rank = os.environ["TI_SLURM_SWEEP_POINT"], os.environ["RANK"]
 start = time.time()
-time.sleep(4)
+dist.init_process_group("gloo")  # a real DDP rendezvous per point: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK
+total = torch.tensor([len(lr) + int(rank)])
+dist.all_reduce(total)  # both ranks of the point agree on what they were given
+dist.destroy_process_group()
+time.sleep(3)
 with open(f"marks/{point}-{rank}.json", "w") as out:
     json.dump({"lr": lr, "env": os.environ["TI_SLURM_PARAM_LR"], "params": json.loads(os.environ["TI_SLURM_PARAMS"]),
-               "world": os.environ["WORLD_SIZE"], "start": start, "end": time.time()}, out)
+               "world": os.environ["WORLD_SIZE"], "sum": int(total), "start": start, "end": time.time()}, out)
 fail_once = lr == "flaky" and os.environ["TI_SLURM_RESTART_COUNT"] == "0"
 if (lr == "bad" and rank == "1") or fail_once:
     time.sleep(1)  # after the other rank's mark is written: a failed rank stops the others
@@ -63,6 +69,7 @@ def test_a_six_point_sweep_of_a_two_node_ddp_job_keeps_to_max_parallel(tmp_path:
             mark = marks[f"{k}-{rank}"]
             assert (mark["lr"], mark["env"], mark["world"]) == (lr, lr, "2"), mark
             assert mark["params"] == {"lr": lr, "batch": ("32", "64")[k % 2]}
+            assert mark["sum"] == 2 * len(lr) + 1  # the all-reduce over the point's own two ranks
     assert most_at_once([m for name, m in marks.items() if name.endswith("-0")]) == 2
     table = run_cli("status", sweep, cwd=tmp_path).stdout
     assert table.splitlines()[0] == f"sweep {sweep}  lr-sweep  6 points: 4 COMPLETED, 2 FAILED", table

@@ -14,7 +14,7 @@ import ti_slurm
 from tests.conftest import run_cli
 from ti_slurm import JobState
 
-pytestmark = pytest.mark.usefixtures("cluster")
+pytestmark = pytest.mark.usefixtures("cluster", "own_registry")  # ids may repeat across test clusters
 
 SPEC = "name: {name}\nmode: ddp\nnodes: 2\ncpus_per_node: 1\nmem: 500M\ncommand: '{command}'\n"
 BUSY = 'timeout 15 sh -c "while :; do :; done"; true'  # one CPU busy on each node

@@ -48,6 +48,11 @@ def test_a_local_sweep_runs_each_point_with_its_values(tmp_path: Path) -> None:
     assert [p["params"] for p in data["points"]][2] == {"lr": "bad", "seed": "1"}
     listed = run_cli("list", cwd=tmp_path).stdout.splitlines()
     assert [line.split()[:3] for line in listed[1:]] == [[sweep_id, "local-sweep", "SWEEP"]], listed
+    logs = run_cli("logs", sweep_id, cwd=tmp_path)
+    assert (
+        logs.returncode == 2
+        and f"is a sweep: name one of its points, e.g. ti-slurm logs {sweep.jobs()[0].id}" in logs.stderr
+    )
     expanded = run_cli("list", "--points", cwd=tmp_path).stdout.splitlines()
     assert len(expanded) == 1 + 1 + 4 and expanded[2].split()[0] == sweep.jobs()[0].id, expanded
 
