@@ -285,16 +285,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     job = find_job(args)
     status = job.status()
-    usage = job.usage(status) if status.components else []
-    if args.json:
-        import json
-        from dataclasses import asdict
-
-        print(json.dumps(status.as_dict() | {"usage": [asdict(u) for u in usage]}, indent=2))
+    if args.json:  # the data of Job.status(), as it is (what each node used: job.usage())
+        print(status.to_json())
         return 0
     from ti_slurm.usage import summary_lines
 
-    print("\n".join([format_status(status), *(summary_lines(usage) if status.state.is_terminal else [])]))
+    usage = job.usage(status) if status.components and status.state.is_terminal else []
+    print("\n".join([format_status(status), *summary_lines(usage)]))
     return 0
 
 

@@ -4,7 +4,6 @@ the test cluster's GPUs are Slurm GRES without devices)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -46,6 +45,6 @@ def test_top_and_the_summary_tell_a_cpu_bound_job_from_an_idle_one(tmp_path: Pat
     assert "of 500 MiB asked" in busy_status, busy_status
     warnings = [line for line in idle_status.splitlines() if "warning:" in line]
     assert len(warnings) == 2 and all("averaged 0% of its 1" in w for w in warnings), idle_status
-    usage = json.loads(run_cli("status", busy, "--json").stdout)["usage"]
-    assert len(usage) == 2 and all(u["cpu_seconds"] > 1.5 and u["cpus"] == 1 for u in usage), usage
-    assert all(0 < u["peak_rss"] < u["mem_request"] == 500 << 20 for u in usage), usage
+    usage = ti_slurm.get_job(busy).usage()  # the API's figures, each node's
+    assert len(usage) == 2 and all(u.cpu_seconds > 1.5 and u.cpus == 1 for u in usage), usage
+    assert all(0 < u.peak_rss < u.mem_request == 500 << 20 for u in usage), usage
