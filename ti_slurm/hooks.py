@@ -194,14 +194,19 @@ def prolog(env: Mapping[str, str], site: SiteConfig) -> int:
     return 0
 
 
-def job_processes(job_id: str, uid: int) -> list[int]:
+def job_processes(job_id: str, uid: int, node: str = "") -> list[int]:
     """PIDs of user ``uid`` whose environment says they belong to ``job_id`` (also as a het job component).
 
     Only the job's user's processes: an environment is the user's to write, so
-    another user's process naming this job id is not this job's.
+    another user's process naming this job id is not this job's. With ``node``
+    (the Epilog's ``SLURMD_NODENAME``), not those whose environment names another
+    node: several slurmd may share one process table (``--enable-multiple-slurmd``,
+    the test cluster), and one node's Epilog must not kill the job's steps that are
+    still ending on another.
     """
     pids = []
     needles = (f"SLURM_JOB_ID={job_id}".encode(),)
+    own_node = f"SLURMD_NODENAME={node}".encode()
     het = re.compile(rb"SLURM_JOB_ID_HET_GROUP_\d+=" + re.escape(job_id.encode()))
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -216,6 +221,8 @@ def job_processes(job_id: str, uid: int) -> list[int]:
         if any(n in (b"SLURM_SCRIPT_CONTEXT=prolog_slurmd", b"SLURM_SCRIPT_CONTEXT=epilog_slurmd") for n in names):
             continue  # a Prolog/Epilog (of this job, on another node sharing this process table): not a leftover
         # (a site's TaskProlog leaves SLURM_SCRIPT_CONTEXT=prolog_task in every task: those are the job's)
+        if node and any(n.startswith(b"SLURMD_NODENAME=") and n != own_node for n in names):
+            continue  # the job's, on another node that shares this process table
         if any(n in needles for n in names) or any(het.fullmatch(n) for n in names):
             pids.append(int(entry))
     return pids
@@ -223,7 +230,7 @@ def job_processes(job_id: str, uid: int) -> list[int]:
 
 def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
     job_id, user = job_identity(env)
-    leftovers = job_processes(job_id, user.pw_uid)
+    leftovers = job_processes(job_id, user.pw_uid, env.get("SLURMD_NODENAME", ""))
     for pid in leftovers:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

@@ -188,6 +188,33 @@ def test_epilog_kills_only_the_job_users_leftovers(tmp_path: Path) -> None:
             proc.wait()
 
 
+def test_epilog_leaves_the_jobs_processes_on_another_node_sharing_the_process_table(tmp_path: Path) -> None:
+    # several slurmd on one host (the test cluster, --enable-multiple-slurmd): node02's Epilog runs while the
+    # job's step on node01 still ends (its container runtime's cleanup); it must not kill that step
+    marker = f"sleep 6{os.getpid() % 1000:03d}"
+    job = {**os.environ, "SLURM_JOB_ID": "8282"}
+    procs = {
+        node: subprocess.Popen(
+            ["runuser", "-u", "nobody", "--", "sh", "-c", f"exec {marker}"],
+            env={**job, "SLURMD_NODENAME": node} if node else job,
+        )
+        for node in ("node01", "node02", "")
+    }
+    try:
+        import time
+
+        time.sleep(0.3)
+        assert run_hook("epilog", tmp_path, {"SLURM_JOB_ID": "8282", "SLURMD_NODENAME": "node02"}).returncode == 0
+        assert procs["node02"].wait(timeout=10) == 128 + 9
+        assert procs[""].wait(timeout=10) == 128 + 9  # naming no node: it escaped a step of this node's
+        assert procs["node01"].poll() is None
+        assert "killed 2 leftover process(es)" in (tmp_path / "hooks.log").read_text()
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
 def fake_proc(root: Path, chain: list[tuple[int, str]]) -> None:
     """``root/<pid>/{exe,stat}`` for a chain of processes, each the parent of the one before it."""
     for (pid, exe), parent in zip(chain, [p for p, _ in chain[1:]] + [1], strict=True):
