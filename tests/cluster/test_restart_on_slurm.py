@@ -287,12 +287,18 @@ def test_an_expedited_requeue_starts_again_at_once_and_a_last_failure_still_ends
     # a plain requeue may not start before cred_expire + 1 s (6 s on the test cluster: slurm.conf's AuthInfo)
     print(f"attempt 0 ended -> attempt 1 started: {second.started - first.ended:.1f} s")
     assert second.started - first.ended < 5
-    shown = {}
-    for _ in range(5):  # Slurm's view, over a few seconds: ended, not held for a requeue
+
+    def slurm_view() -> dict[str, str]:
         fields = subprocess.run(["scontrol", "-o", "show", "job", job.id], capture_output=True, text=True).stdout
-        shown = dict(f.split("=", 1) for f in fields.split() if "=" in f)
+        return dict(f.split("=", 1) for f in fields.split() if "=" in f)
+
+    deadline = time.monotonic() + 60  # COMPLETING while its nodes end the steps and run the Epilog
+    while (shown := slurm_view()).get("JobState") == "COMPLETING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for _ in range(5):  # then Slurm's view, over a few seconds: ended, not held for a requeue
         assert (shown.get("JobState"), shown.get("ExpeditedRequeue")) == ("FAILED", "Yes"), shown.get("JobState")
         time.sleep(1)
+        shown = slurm_view()
     assert shown.get("Restarts") == "1"
     assert "FAILED -> requeued" in run_cli("status", job.id).stdout
     assert_nothing_left(out)
