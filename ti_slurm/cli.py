@@ -12,9 +12,10 @@ interpreter.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ti_slurm.core.choices import NAMED_BACKENDS
@@ -75,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--points", metavar="FILE", help="the points as a YAML or JSON list: - {lr: 0.1, batch: 32}")
     sw.add_argument("--max-parallel", type=bounded(0, 100000), default=0, help="points running at once (0: no limit)")
 
+    _add_watching(sub, remote)
+    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
+
+    _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
+    sub_exec = sub.add_parser(
+        "exec", help="run a command with this node's contract (srun ti-slurm exec --mode M -- CMD)"
+    )
+    _add_in_job(sub_exec, runs=True)
+    return p
+
+
+def _add_watching(sub: Any, remote: argparse.ArgumentParser) -> None:
+    """The commands that follow a job (or a sweep) already submitted: status, top, logs, cancel, wait, list."""
     st = sub.add_parser("status", help="state of a job, its components and steps", parents=[remote])
     st.add_argument("job")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -93,16 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel a job", parents=[remote])
     c.add_argument("job")
 
+    w = sub.add_parser(
+        "wait", help="follow a job or sweep until it ends; exit 0 only if it succeeded", parents=[remote]
+    )
+    w.add_argument("job")
+    w.add_argument("--timeout", type=bounded(1, 10**8), help="give up after this many seconds (exit 124)")
+
     ls = sub.add_parser("list", help="your jobs and their states (a sweep as one line)", parents=[remote])
     ls.add_argument("--points", action="store_true", help="each sweep's points too, under it")
-    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
-
-    _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
-    sub_exec = sub.add_parser(
-        "exec", help="run a command with this node's contract (srun ti-slurm exec --mode M -- CMD)"
-    )
-    _add_in_job(sub_exec, runs=True)
-    return p
 
 
 def _add_submit(s: argparse.ArgumentParser) -> None:
@@ -195,22 +207,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if job.synced_files is not None:
         print(f"ti-slurm: synced {job.synced_files} changed file(s) to {job.info.host}", file=sys.stderr)
     print(job.id, flush=True)
-    if not args.wait:
-        return 0
-    try:
-        status = follow(job)
-    except KeyboardInterrupt:
-        print(
-            f"\nti-slurm: stopped following job {job.id}; it keeps running "
-            f"(ti-slurm status {job.id}, ti-slurm cancel {job.id})",
-            file=sys.stderr,
-        )
-        return 130
-    return 0 if status.state == "COMPLETED" else 1
+    return follow(job) if args.wait else 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ti_slurm.sweeps import format_sweep, grid_points, parse_param, read_points, summary_line
+    from ti_slurm.sweeps import grid_points, parse_param, read_points
     from ti_slurm.sweeps import sweep as submit_sweep
 
     if args.sync:
@@ -230,33 +231,61 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(sweep.id, flush=True)
     kind = "one job array" if sweep.array else "a job per point"
     print(f"ti-slurm: sweep {sweep.id}: {len(sweep.infos)} points as {kind}", file=sys.stderr)
-    if not args.wait:
-        return 0
-    try:
-        status = sweep.wait(
-            on_change=lambda st: print(f"ti-slurm: sweep {sweep.id}: {summary_line(st)}", file=sys.stderr)
-        )
-    except KeyboardInterrupt:
-        print(f"\nti-slurm: stopped following sweep {sweep.id}; its points keep running", file=sys.stderr)
-        return 130
-    print(format_sweep(status), file=sys.stderr)
-    return 0 if all(p.status.state == "COMPLETED" for p in status.points) else 1
+    return follow_sweep(sweep) if args.wait else 0
 
 
-def follow(job: Job) -> JobStatus:
-    """``submit --wait``: print each change of the job's progress on stderr until it ends."""
+def follow(job: Job, timeout: float | None = None) -> int:
+    """``submit --wait``, ``wait JOB``: print each change of the job's progress on stderr until it ends.
+
+    The exit code: 0 if it COMPLETED, 1 if it ended otherwise, 124 past ``timeout``, 130 on Ctrl-C
+    (the job keeps running in both).
+    """
     from ti_slurm.status import progress_line
 
     def show(status: JobStatus) -> None:
         print(f"ti-slurm: job {job.id}: {progress_line(status)}", file=sys.stderr, flush=True)
 
-    status = job.wait(on_change=show)
+    with stopped_following(f"job {job.id}", f"it keeps running (ti-slurm status {job.id}, ti-slurm cancel {job.id})"):
+        status = job.wait(timeout=timeout, on_change=show)
     if status.state == "COMPLETED":
         print(f"ti-slurm: job {job.id} COMPLETED", file=sys.stderr)
-    else:
-        print(f"ti-slurm: job {job.id} {status.state}: {status.reason}", file=sys.stderr)
-        print(job.failure_tail(status), end="", file=sys.stderr)
-    return status
+        return 0
+    print(f"ti-slurm: job {job.id} {status.state}: {status.reason}", file=sys.stderr)
+    print(job.failure_tail(status), end="", file=sys.stderr)
+    return 1
+
+
+def follow_sweep(sweep: Any, timeout: float | None = None) -> int:
+    """``sweep --wait``, ``wait SWEEP``: its progress on stderr, then its table; exit codes as :func:`follow`'s."""
+    from ti_slurm.sweeps import format_sweep, summary_line
+
+    def show(status: Any) -> None:
+        print(f"ti-slurm: sweep {sweep.id}: {summary_line(status)}", file=sys.stderr, flush=True)
+
+    with stopped_following(f"sweep {sweep.id}", "its points keep running"):
+        status = sweep.wait(timeout=timeout, on_change=show)
+    print(format_sweep(status), file=sys.stderr)
+    return 0 if all(p.status.state == "COMPLETED" for p in status.points) else 1
+
+
+class StopFollowing(Exception):
+    """Following ended early (Ctrl-C, or past ``--timeout``); ``code`` is the exit code to end with."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+@contextlib.contextmanager
+def stopped_following(what: str, still: str) -> Iterator[None]:
+    """Ctrl-C or a timeout while following ``what``: one line saying it goes on (``still``), then exit 130 or 124."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"\nti-slurm: stopped following {what}; {still}", file=sys.stderr)
+        raise StopFollowing(130) from None
+    except TimeoutError as err:
+        print(f"ti-slurm: {err}; stopped following {what}: {still}", file=sys.stderr)
+        raise StopFollowing(124) from None
 
 
 # -- watching jobs ---------------------------------------------------------------
@@ -325,6 +354,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     for line in find_job(args).logs(node=args.node, follow=args.follow, attempt=args.attempt):
         print(line, flush=args.follow)
     return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    sweep = find_sweep(args)
+    if sweep is not None:
+        return follow_sweep(sweep, args.timeout)
+    return follow(find_job(args), args.timeout)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -428,6 +464,7 @@ COMMANDS = {
     "status": cmd_status,
     "logs": cmd_logs,
     "cancel": cmd_cancel,
+    "wait": cmd_wait,
     "list": cmd_list,
     "doctor": cmd_doctor,
     "env": cmd_env,
@@ -450,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TiSlurmError as exc:
         print(f"ti-slurm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except StopFollowing as stop:
+        return stop.code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -518,3 +518,51 @@ def test_following_logs_over_ssh_reads_only_what_was_appended(
     size = (tmp_path / job.id / "logs" / "ddp-0.log").stat().st_size
     assert size == 6 * 5_000 * 100 and len(lines) == 30_000
     assert len(read) > 2 and sum(read) <= size * 1.05 and max(read) <= LOG_CHUNK  # a chunk at a time
+
+
+def test_a_sweep_over_ssh_runs_every_point_and_status_list_reach_it(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    remote = tmp_path / "remote"
+    (remote / "marks").mkdir(parents=True)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: ssh-sweep\nmode: ddp\nnodes: 2\n"
+        'command: echo {lr} "$TI_SLURM_PARAMS" > marks/$TI_SLURM_SWEEP_POINT-$RANK\n'
+        f"remote: {{host: login, workdir: {remote}}}\n"
+    )
+    grid = ("--param", "lr=0.1,a b", "--param", "batch=32,64", "--max-parallel", "2")
+    res = cli(tmp_path, "sweep", str(spec), *grid, "--ssh-config", str(config))
+    assert res.returncode == 0 and "4 points as one job array" in res.stderr, res.stderr
+    sweep = res.stdout.strip()
+    waited = cli(tmp_path, "wait", sweep, "--ssh-config", str(config))  # from a later login, say
+    assert waited.returncode == 0 and f"sweep {sweep}  ssh-sweep  4 points: 4 COMPLETED" in waited.stderr, waited
+    marks = {p.name: p.read_text() for p in (remote / "marks").iterdir()}
+    points = [("0.1", "32"), ("0.1", "64"), ("a b", "32"), ("a b", "64")]
+    assert sorted(marks) == [f"{k}-{rank}" for k in range(4) for rank in "01"], marks
+    for k, (lr, batch) in enumerate(points):
+        assert marks[f"{k}-1"] == f'{lr} {{"batch":"{batch}","lr":"{lr}"}}\n'  # 'a b' stayed one word
+    table = cli(tmp_path, "status", sweep, "--ssh-config", str(config)).stdout
+    assert table.splitlines()[0] == f"sweep {sweep}  ssh-sweep  4 points: 4 COMPLETED", table
+    listing = cli(tmp_path, "list", "--ssh-config", str(config)).stdout
+    assert re.search(rf"^{sweep}\s+ssh-sweep\s+SWEEP\s+4 points: 4 COMPLETED$", listing, re.M), listing
+
+
+def test_a_sweep_cancelled_over_ssh_stops_every_point(tmp_path: Path, sshd: Sshd) -> None:
+    config = ssh_config(tmp_path, sshd)
+    marker = f"sleep 6{uuid.uuid4().int % 1000:03d}"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: ssh-sweep\nmode: ddp\nnodes: 1\ncommand: '{marker}  # {{lr}}'\n")
+    res = cli(tmp_path, "sweep", str(spec), "--host", "login", "--ssh-config", str(config), "--param", "lr=1,2,3")
+    assert res.returncode == 0, res.stderr
+    sweep = res.stdout.strip()
+    deadline = time.monotonic() + 90
+    while not processes_matching(marker) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert cli(tmp_path, "cancel", sweep, "--ssh-config", str(config)).returncode == 0
+    deadline = time.monotonic() + 90
+    table = cli(tmp_path, "status", sweep, "--ssh-config", str(config)).stdout
+    while "3 CANCELLED" not in table.splitlines()[0] and time.monotonic() < deadline:
+        time.sleep(1)
+        table = cli(tmp_path, "status", sweep, "--ssh-config", str(config)).stdout
+    assert table.splitlines()[0] == f"sweep {sweep}  ssh-sweep  3 points: 3 CANCELLED", table
+    assert processes_matching(marker) == []

@@ -268,6 +268,31 @@ def test_ctrl_c_stops_following_but_not_the_job(tmp_path: Path) -> None:
     assert no_process_with(marker)
 
 
+def test_wait_follows_a_job_submitted_earlier_and_its_exit_says_how_it_ended(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path)}
+    marker = f"sleep 4{uuid.uuid4().int % 1000:03d}"
+    sleeper = run_cli("submit", "--local", str(spec(tmp_path, f"mode: mpi\nnodes: 1\ncommand: {marker}")), env=env)
+    job = sleeper.stdout.split()[0]
+    gave_up = run_cli("wait", job, "--timeout", "1", env=env)
+    assert gave_up.returncode == 124 and "Traceback" not in gave_up.stderr, gave_up.stderr
+    assert gave_up.stderr.splitlines()[-1].startswith(f"ti-slurm: job {job} is still "), gave_up.stderr
+    assert gave_up.stderr.endswith(
+        f"stopped following job {job}: it keeps running (ti-slurm status {job}, ti-slurm cancel {job})\n"
+    )
+    assert not no_process_with(marker)  # giving up following leaves the job running
+    run_cli("cancel", job, env=env)
+    ok = run_cli("submit", "--local", str(spec(tmp_path, "mode: mpi\nnodes: 2\ncommand: 'sleep 1'")), env=env)
+    done = run_cli("wait", ok.stdout.split()[0], env=env)
+    assert done.returncode == 0 and done.stderr.endswith("COMPLETED\n"), done.stderr
+    failing = run_cli(
+        "submit", "--local", str(spec(tmp_path, "mode: mpi\nnodes: 2\ncommand: 'sleep 1; exit 7'")), env=env
+    )
+    failed = run_cli("wait", failing.stdout.split()[0], env=env)
+    assert failed.returncode == 1 and "FAILED" in failed.stderr and "exited 7" in failed.stderr, failed.stderr
+    unknown = run_cli("wait", "999999999", env=env)
+    assert unknown.returncode != 0 and len(unknown.stderr.splitlines()) == 1, unknown.stderr
+
+
 def test_modelarts_platform_passes_task_name_to_each_ps_worker_task(tmp_path: Path) -> None:
     (tmp_path / "show.py").write_text(
         "import json, os, sys, time\n"
