@@ -45,7 +45,6 @@ from scale import partition_for
 WORK_PY = str(Path(peer_work.__file__).resolve())
 PYTHON = sys.executable
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
-SLURMD_LOGS = "/var/log/slurm/slurmd-*.log"
 FAILURE_CAP = 50.0  # the other ranks sleep 60 s: a job still there after this was not ended by the tool
 
 
@@ -206,13 +205,16 @@ def wait_until(done: Callable[[], bool], timeout: float, poll: float = 0.05) -> 
 def batch_launch_time(job_id: str) -> float:
     """When slurmd launched the job's batch script (its log line, milliseconds)."""
     pattern = re.compile(rf"^\[([\d\-T:.]+)\] Launching batch job {job_id} ")
-    for path in glob.glob(SLURMD_LOGS):
+    from tests.testcluster import this_cluster
+
+    logs = str(this_cluster().log_dir / "slurmd-*.log")
+    for path in glob.glob(logs):
         with open(path, errors="replace") as fh:
             for line in fh:
                 found = pattern.match(line)
                 if found:
                     return datetime.fromisoformat(found.group(1)).timestamp()
-    raise LookupError(f"no 'Launching batch job {job_id}' in {SLURMD_LOGS}")
+    raise LookupError(f"no 'Launching batch job {job_id}' in {logs}")
 
 
 def stamps(folder: Path) -> list[float]:

@@ -530,9 +530,12 @@ def case_container_start(repeat: int, tmp: Path) -> list[Row]:
         for name, image in images.items():  # alternating, so all see the same machine
             times[name].append(time_to_command(tmp, f"image-{name}-{i}", "", image))
         # pyxis runs the cluster's TaskProlog inside the image: it must be mounted there too
+        from tests.testcluster import this_cluster
+
+        state = this_cluster().state
         srun = (
             f"srun --container-image={IMAGES / 'base.sqsh'} "
-            "--container-mounts={dir}:{dir},/run/ti-slurm-cluster:/run/ti-slurm-cluster"
+            f"--container-mounts={{dir}}:{{dir}},{state}:{state}"
         )
         by_hand.append(baseline_to_command(tmp / f"image-hand-{i}", srun))
     bare, pyxis, oci, hand = (statistics.median(x) for x in (times["bare"], times["pyxis"], times["oci"], by_hand))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -59,6 +60,8 @@ def start_sshd(folder: Path, path_env: str, user_key: Path | None = None, second
     (folder / "authorized_keys").write_text(user_key.with_suffix(".pub").read_text())
     port = free_port()
     (folder / "home").mkdir(exist_ok=True)
+    # the login talks to the test cluster this process talks to (two may be up: ci/slurm-cluster/env)
+    cluster_env = "".join(f" {k}={os.environ[k]}" for k in ("SLURM_CONF", "TI_SLURM_CONFIG") if k in os.environ)
     (folder / "sshd_config").write_text(
         f"""Port {port}
 ListenAddress 127.0.0.1
@@ -73,7 +76,7 @@ AuthenticationMethods {"publickey,keyboard-interactive" if second_factor else "p
 StrictModes no
 AllowAgentForwarding no
 AllowTcpForwarding yes
-SetEnv PATH={path_env} HOME={folder / "home"}
+SetEnv PATH={path_env} HOME={folder / "home"}{cluster_env}
 Subsystem sftp internal-sftp
 """
     )
@@ -92,4 +95,8 @@ Subsystem sftp internal-sftp
     return Sshd(folder, port, host_pub, user_key, proc)
 
 
-LOGIN_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+# a login node's PATH: this Python's scripts, the Slurm commands this process uses (the test cluster's:
+# ci/slurm-cluster/env), then the system's
+_SLURM_BIN = Path(shutil.which("sbatch") or "/usr/bin/sbatch").parent
+_SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+LOGIN_PATH = ":".join(dict.fromkeys([str(Path(sys.executable).parent), str(_SLURM_BIN), *_SYSTEM_PATH]))

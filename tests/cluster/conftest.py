@@ -24,14 +24,19 @@ from dataclasses import dataclass
 
 import pytest
 
-LOCK = os.path.join(tempfile.gettempdir(), "ti-slurm-cluster-tests.lock")
+
+def lock_file(name: str) -> str:
+    """A lock of the test cluster this process talks to: two may be up at once, each with tests of its own
+    (``SLURM_CONF`` tells them apart: ci/slurm-cluster/env)."""
+    cluster = re.sub(r"\W+", "_", os.environ.get("SLURM_CONF", "default")).strip("_")
+    return os.path.join(tempfile.gettempdir(), f"ti-slurm-{cluster}-{name}.lock")
 
 
 @pytest.fixture(autouse=True)
 def cluster_turn(request: pytest.FixtureRequest) -> Iterator[None]:
     """Hold the cluster's lock for the test: shared, or exclusive for a ``whole_cluster`` test."""
     alone = request.node.get_closest_marker("whole_cluster") is not None
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(lock_file("tests"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield
@@ -80,7 +85,7 @@ def island() -> Iterator[Island]:
     found = islands()
     if not found:
         pytest.fail("the test cluster has no islands (bring it up with ci/slurm-cluster/up)")
-    fds = {i: os.open(os.path.join(tempfile.gettempdir(), f"ti-slurm-{i.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fds = {i: os.open(lock_file(i.name), os.O_RDWR | os.O_CREAT, 0o600)
            for i in found}  # fmt: skip
     try:
         while True:

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import Island
-from tests.cluster.test_modes_on_slurm import FAULTS, SEED_DDP, SEED_MPIRUN, Job
+from tests.cluster.test_modes_on_slurm import SEED_DDP, SEED_MPIRUN, Job
 from tests.conftest import ROOT, processes_matching, ray_processes, run_cli, slurm_conf
+from tests.testcluster import this_cluster
 
 IMAGES = Path(os.environ.get("TI_SLURM_IMAGES", "/var/lib/ti-slurm-test/images"))
 RUNTIMES = {"pyxis": ("train.sqsh", "base.sqsh"), "oci": ("train/bundle", "base/bundle")}
@@ -181,7 +182,7 @@ def test_a_bad_mount_fails_the_job_naming_the_node(tmp_path: Path) -> None:
 
 def test_a_node_without_the_runtime_fails_the_job_naming_it(tmp_path: Path, island: Island) -> None:
     first, faulty = island.nodes[:2]
-    fault = FAULTS / f"fault-{faulty}"  # its tasks find no enroot (it is in /usr/local/bin)
+    fault = this_cluster().state / f"fault-{faulty}"  # its tasks find no enroot (it is in /usr/local/bin)
     fault.write_text("export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n")
     try:
         fails_at_once(

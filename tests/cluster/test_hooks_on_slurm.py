@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import fake_sysfs, processes_matching, slurm_conf, wait_until_gone
+from tests.testcluster import this_cluster
 
 pytestmark = [pytest.mark.usefixtures("cluster"), pytest.mark.whole_cluster]  # the site config, drained nodes
 JOBS = Path("/var/lib/ti-slurm/jobs")
 HOOK_LOG = Path("/var/log/ti-slurm-hooks.log")
-SITE = Path("/etc/ti-slurm/config.toml")
 
 
 @pytest.fixture(autouse=True)
@@ -88,8 +88,9 @@ def test_rdma_port_down_drains_the_node_naming_the_device(tmp_path: Path) -> Non
     sysfs = tmp_path / "sys"
     for node, state in (("node05", "1: DOWN"), ("node06", "4: ACTIVE")):
         fake_sysfs(sysfs / node, {"mlx5_bond_0": state})
-    saved = SITE.read_text()
-    SITE.write_text(saved + f'rdma_devices = ["mlx5_bond_0"]\nrdma_check = "drain"\nsysfs_root = "{sysfs}/{{node}}"\n')
+    site = this_cluster().site_config  # what this cluster's Prolog reads
+    saved = site.read_text()
+    site.write_text(saved + f'rdma_devices = ["mlx5_bond_0"]\nrdma_check = "drain"\nsysfs_root = "{sysfs}/{{node}}"\n')
     job_id = ""
     try:
         job = subprocess.run(
@@ -113,7 +114,7 @@ def test_rdma_port_down_drains_the_node_naming_the_device(tmp_path: Path) -> Non
             "DRAIN" not in subprocess.run(["scontrol", "show", "node", "node06"], capture_output=True, text=True).stdout
         )
     finally:
-        SITE.write_text(saved)
+        site.write_text(saved)
         if job_id:
             subprocess.run(["scancel", job_id], check=False)
         resume_until_it_stays("node05")  # Slurm may drain it a second time, for the failed launch

@@ -15,6 +15,7 @@ import pytest
 
 from tests.cluster.conftest import Island
 from tests.conftest import ROOT, fake_sysfs, processes_matching, run_cli, slurm_conf
+from tests.testcluster import this_cluster
 from ti_slurm.job.contract import RDMA_ENV
 
 pytestmark = pytest.mark.usefixtures("cluster")
@@ -204,7 +205,7 @@ def test_preflight_fails_an_rdma_job_whose_hca_port_is_down_naming_the_node(
 def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path, island: Island) -> None:
     master, other = island.nodes[:2]
     holder = subprocess.Popen(  # another program holds the port on the node the master lands on
-        ["nsenter", f"--net=/run/netns/tis-{master}", sys.executable, "-c",
+        ["nsenter", f"--net={this_cluster().netns(master)}", sys.executable, "-c",
          "import socket, time; s = socket.create_server(('0.0.0.0', 62111)); time.sleep(60)"]
     )  # fmt: skip
     try:
@@ -220,12 +221,9 @@ def test_preflight_fails_a_job_whose_master_port_is_taken(tmp_path: Path, island
         holder.kill()
 
 
-FAULTS = Path("/run/ti-slurm-cluster")  # the test cluster's fault injection (ci/slurm-cluster/up)
-
-
 def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: Path, island: Island) -> None:
     master, other = island.nodes[:2]
-    hosts = FAULTS / f"hosts-{other}"  # that node's own /etc/hosts (bind-mounted: edit it in place)
+    hosts = this_cluster().hosts_file(other)
     saved = hosts.read_text()
     entry = re.search(rf"^(\S+) {master}\b.*$", saved, re.M)
     assert entry, saved
@@ -251,7 +249,7 @@ def test_preflight_names_the_node_that_resolves_the_master_elsewhere(tmp_path: P
 
 def test_preflight_names_the_node_that_sees_fewer_gpus(tmp_path: Path, island: Island) -> None:
     first, faulty = island.nodes[:2]
-    fault = FAULTS / f"fault-{faulty}"  # every task there sees one GPU of the two the job asked for
+    fault = this_cluster().state / f"fault-{faulty}"  # every task there sees one GPU of the two the job asked for
     fault.write_text("export CUDA_VISIBLE_DEVICES=0\n")
     try:
         body = (
@@ -386,7 +384,7 @@ def test_a_killed_supervisor_ends_the_job_and_status_says_so(tmp_path: Path) -> 
 
 def test_preflight_allreduce_names_the_node_whose_network_is_broken(tmp_path: Path, island: Island) -> None:
     first, faulty, *healthy = island.nodes
-    fault = FAULTS / f"fault-{faulty}"  # its gloo looks for an interface it does not have
+    fault = this_cluster().state / f"fault-{faulty}"  # its gloo looks for an interface it does not have
     fault.write_text("export GLOO_SOCKET_IFNAME=nosuch0\n")
     try:
         body = (

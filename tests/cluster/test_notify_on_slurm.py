@@ -14,11 +14,11 @@ import ti_slurm
 from tests.cluster.conftest import Island
 from tests.conftest import run_cli
 from tests.notify_server import bad_servers, recording_server
+from tests.testcluster import this_cluster
 from ti_slurm import JobState
 
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")  # ids may repeat across test clusters
 
-HOST = "10.77.0.1"  # the test cluster's bridge (ci/slurm-cluster/cluster.env CTL_ADDR): every node reaches it
 FLAKY = 'test "$TI_SLURM_RESTART_COUNT" != 0 || { echo "boom on $(hostname)"; exit 4; }; echo fine'
 
 
@@ -32,7 +32,7 @@ def write(folder: Path, partition: str, notify: str, command: str = FLAKY) -> Pa
 
 
 def test_every_event_of_a_requeued_job_arrives_once_in_order(tmp_path: Path, island: Island) -> None:
-    with recording_server(HOST) as server:
+    with recording_server(this_cluster().ctl_addr) as server:
         robot = f"  - {{url: '{server.url}/wecom', on: [failed, requeued], format: wecom}}\n"
         notify = f"  - {{url: '{server.url}/hook'}}\n" + robot
         res = run_cli("submit", str(write(tmp_path, island.name, notify)), "--wait", cwd=tmp_path)
@@ -55,7 +55,7 @@ def test_every_event_of_a_requeued_job_arrives_once_in_order(tmp_path: Path, isl
 
 
 def test_servers_that_refuse_or_hang_cost_a_slurm_job_nothing(tmp_path: Path, island: Island) -> None:
-    with bad_servers(HOST) as (refused, hangs):
+    with bad_servers(this_cluster().ctl_addr) as (refused, hangs):
         notify = f"  - {{url: '{refused}'}}\n  - {{url: '{hangs}'}}\n"
         res = run_cli("submit", str(write(tmp_path, island.name, notify, "echo fine")), cwd=tmp_path)
         job = ti_slurm.get_job(res.stdout.strip())

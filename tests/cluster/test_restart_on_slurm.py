@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -23,6 +22,7 @@ import pytest
 import ti_slurm
 from tests.cluster.conftest import Island
 from tests.conftest import api_spec, processes_matching, ray_processes, run_cli, slurm_version
+from tests.testcluster import this_cluster
 from ti_slurm import JobState
 from ti_slurm.status import JobStatus
 
@@ -214,14 +214,14 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, island: 
     assert_nothing_left(out)
 
 
-STALLABLE = Path("/var/lib/ti-slurm-test/stallable")  # the test cluster's filesystem that stall-fs freezes
 
 
 def test_a_shared_filesystem_stalled_for_a_minute_loses_no_node(tmp_path: Path) -> None:
-    if not os.path.ismount(STALLABLE):
-        pytest.skip(f"{STALLABLE} is not mounted (ci/slurm-cluster/up mounts it where loop devices work)")
+    stallable = this_cluster().stallable  # the test cluster's filesystem that stall-fs freezes
+    if not os.path.ismount(stallable):
+        pytest.skip(f"{stallable} is not mounted (ci/slurm-cluster/up mounts it where loop devices work)")
     marker = f"sleep 3{uuid.uuid4().int % 1000:03d}"
-    out = STALLABLE / f"jobs-{uuid.uuid4().hex[:8]}"
+    out = stallable / f"jobs-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "job.yaml"  # node03 fails while the filesystem is frozen: a failure, not a lost node
     spec.write_text(
         f"mode: mpi\nnodes: 3\npreflight: off\nrestart: {{max: 1, on: [node_fail]}}\noutput_dir: {out}\n"
@@ -239,7 +239,7 @@ def test_a_shared_filesystem_stalled_for_a_minute_loses_no_node(tmp_path: Path) 
         final = job.wait(timeout=300)
     finally:
         stall.kill()
-        subprocess.run(["fsfreeze", "-u", str(STALLABLE)], capture_output=True, check=False)
+        subprocess.run(["fsfreeze", "-u", str(stallable)], capture_output=True, check=False)
     assert final.state is JobState.FAILED, final.reason
     assert re.fullmatch(r"mpi node node0\d \(index 2\) exited 3", final.reason), final.reason  # not "... lost"
     assert attempts(final) == [("FAILED", False)] and final.attempts[0].lost_nodes == []
@@ -471,7 +471,7 @@ def test_a_node_that_fails_its_preflight_is_swapped_for_a_spare_from_a_yaml_spec
     """One node resolves the master's name to a wrong address (its own /etc/hosts): its preflight fails, and the
     spare takes its place and rank in a restart in place; the job completes on the master and the spare."""
     master, bad, spare = island.nodes[:3]
-    hosts = Path("/run/ti-slurm-cluster") / f"hosts-{bad}"  # that node's own /etc/hosts (bind-mounted)
+    hosts = this_cluster().hosts_file(bad)
     saved = hosts.read_text()
     entry = re.search(rf"^(\S+) {master}\b.*$", saved, re.M)
     assert entry, saved
@@ -590,7 +590,7 @@ def test_a_ps_worker_job_swaps_a_lost_worker_for_a_spare_and_tf_config_names_it(
     again = [(tmp_path / f"w-1-{i}").read_text().split(maxsplit=1) for i in (1, 2)]
     assert again[1][0] == spare  # the spare took index 2
     hosts = [w.split(":")[0] for w in json.loads(again[0][1])["cluster"]["worker"]]  # TF_CONFIG: ip:port
-    assert hosts == [socket.gethostbyname(again[0][0]), socket.gethostbyname(spare)]
+    assert hosts == [this_cluster().node_addr(again[0][0]), this_cluster().node_addr(spare)]
     assert all(json.loads(tf)["cluster"] == json.loads(again[0][1])["cluster"] for _, tf in again)
     assert_nothing_left(marker)
 
