@@ -34,7 +34,7 @@ from typing import Any
 
 from ti_slurm.backends import Backend, JobInfo
 from ti_slurm.core.paths import JobPaths
-from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.status import JobStatus
@@ -88,9 +88,23 @@ def checked_points(points: Sequence[Mapping[str, object]], where: str = "params"
                 raise ConfigError(f"{where}.{name}", text, "a value cannot hold a line break or NUL")
             row[name] = text
         out.append(row)
+        _one_variable_each(row, where)
     if len(out) > MAX_POINTS:
         raise ConfigError(where, f"{len(out)} points", f"at most {MAX_POINTS} points in one sweep")
     return out
+
+
+def _one_variable_each(point: Mapping[str, str], where: str) -> None:
+    """Refuse names that become one variable (``lr`` and ``LR``: TI_SLURM_PARAM_LR)."""
+    seen: dict[str, str] = {}
+    for name in point:
+        other = seen.setdefault(name.upper(), name)
+        if other != name:
+            variable = PARAM_PREFIX + name.upper()
+            why = (
+                f"{other} and {name} are one variable ({variable}): give parameters names that differ in more than case"
+            )
+            raise ConfigError(f"{where}.{name}", name, why)
 
 
 def read_points(path: str) -> list[dict[str, str]]:

@@ -65,3 +65,16 @@ def test_the_python_api_sweeps_a_grid_and_waits_for_every_point(tmp_path: Path) 
     assert [list(job.logs(node="0")) for job in sweep.jobs()] == [["lr=0.1"], ["lr=0.01"]]
     with pytest.raises(ti_slurm.ConfigError, match="max_parallel: 1: the local backend runs every point at once"):
         ti_slurm.sweep(spec, {"lr": [1, 2]}, backend="local", max_parallel=1)
+
+
+def test_a_value_holding_another_parameters_place_cannot_leave_its_shell_word(tmp_path: Path) -> None:
+    # the review's injection: a={b} quoted, then {b} substituted inside those quotes would close them
+    planted = tmp_path / "PWN"
+    (tmp_path / "job.yaml").write_text("name: inject\nmode: ddp\nnodes: 1\ncommand: 'printf \"[%s]\\n\" {a}'\n")
+    grid = ("--param", "a={b}", "--param", f"b=;touch {planted};")
+    res = run_cli("sweep", "job.yaml", "--local", *grid, "--wait", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    sweep = ti_slurm.get_sweep(res.stdout.strip())
+    assert sweep is not None
+    assert list(sweep.jobs()[0].logs(node="0")) == ["[{b}]"]
+    assert not planted.exists()

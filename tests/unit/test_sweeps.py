@@ -4,9 +4,12 @@ and queue entries, and the bad grids that are one line."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tests.unit.test_pyslurm_backend import KNOWN, sbatch_lines
@@ -42,6 +45,38 @@ def test_a_role_commands_placeholders_are_filled_too(write_spec) -> None:
     plan = roles.replace(components=(ps.replace(command="ps --lr {lr}"), worker), points=({"lr": "5"},)).at_point(0)
     assert [plan.command_of(i) for i in range(2)] == ["ps --lr 5", "x 5"]
     assert with_params("{lr}{lr} {x} {LR}", {"lr": "1"}) == "11 {x} {LR}"  # names as given, nothing else
+
+
+NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True)
+
+
+@given(st.dictionaries(NAMES, st.text(), min_size=1, max_size=5), st.data())
+@settings(max_examples=300, deadline=None)
+def test_every_value_reaches_the_command_as_exactly_one_shell_word(params: dict[str, str], data) -> None:
+    # values that hold other parameters' places ({b}), quotes, ${...} and shell syntax among them
+    names = list(params)
+    params = {
+        n: v + data.draw(st.sampled_from(["", *(f"{{{m}}}" for m in names), "';touch /tmp/PWN;'"]))
+        for n, v in params.items()
+    }
+    params = {n: v.replace("\x00", "") for n, v in params.items()}
+    command = " ".join(f"{{{n}}}" for n in names)
+    assert shlex.split(with_params(command, params)) == [params[n] for n in names]
+
+
+def test_a_value_holding_another_parameters_place_stays_one_word() -> None:
+    # the review's case: substituted one after another, {b} inside a's quotes closed them
+    command = with_params('printf "[%s]\\n" {a}', {"a": "{b}", "b": ";touch /tmp/PWN;"})
+    assert command == "printf \"[%s]\\n\" '{b}'"
+
+
+def test_parameter_names_differing_only_in_case_are_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        grid_points({"lr": [1], "LR": [2]})
+    assert str(err.value) == (
+        "params.LR: 'LR': lr and LR are one variable (TI_SLURM_PARAM_LR): give parameters names that differ "
+        "in more than case"
+    )
 
 
 def test_an_array_sweep_is_one_script_whose_tasks_each_have_a_directory_and_output(write_spec) -> None:

@@ -221,18 +221,26 @@ class JobPlan(Record):
 def with_params(command: str, params: dict[str, str]) -> str:
     """``command`` with each ``{name}`` of a parameter replaced by its value as one shell word
     (``--lr {lr}`` -> ``--lr 0.1``; ``{tag}`` of ``a b`` -> ``'a b'``). Nothing else of it changes: the
-    command is never a template (an unknown ``{x}``, a shell's ``${x}``, stay as written)."""
+    command is never a template (an unknown ``{x}``, a shell's ``${x}``, stay as written).
+
+    One pass over the command as written: a value is never searched again, so a value that holds another
+    parameter's ``{name}`` stays inside its own quotes."""
     from ti_slurm.core.shell import shell_quote
 
-    for name, value in params.items():
-        place, word, start = "{" + name + "}", shell_quote(value), 0
-        while (at := command.find(place, start)) >= 0:
-            if at and command[at - 1] == "$":  # the shell's own ${lr}: left to the shell
-                start = at + len(place)
-                continue
-            command = command[:at] + word + command[at + len(place) :]
-            start = at + len(word)
-    return command
+    out, done = [], 0
+    while (at := command.find("{", done)) >= 0:
+        end = command.find("}", at)
+        if end < 0:
+            break
+        name = command[at + 1 : end]
+        if name in params and not (at and command[at - 1] == "$"):  # the shell's own ${lr}: left to the shell
+            out += [command[done:at], shell_quote(params[name])]
+            done = end + 1
+        else:
+            out.append(command[done : at + 1])
+            done = at + 1
+    out.append(command[done:])
+    return "".join(out)
 
 
 def _component(data: dict[str, Any]) -> Component:
