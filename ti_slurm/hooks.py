@@ -129,6 +129,33 @@ def remove_path(path: str) -> None:
         os.unlink(path)
 
 
+def remove_staged(stage_dir: str, user: pwd.struct_passwd, job_id: str) -> None:
+    """Remove the job's staged copies in the user's folder of ``stage_dir``, reached without following a
+    symlink: another user may have put one where that folder goes (``/tmp/ti-slurm-<uid>`` -> the user's
+    output folder), and root must not delete through it. A folder that is not the user's is left alone."""
+    from ti_slurm.core.paths import stage_root
+
+    try:
+        top = os.open(stage_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        name = os.path.basename(stage_root(stage_dir, user.pw_uid))
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+        except OSError:  # missing, or not a real directory (a planted symlink)
+            return
+        try:
+            if os.fstat(fd).st_uid != user.pw_uid:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(job_id, dir_fd=fd)  # fd-based: no symlink inside is followed either
+        finally:
+            os.close(fd)
+    finally:
+        os.close(top)
+
+
 def made_by_a_prolog(path: str, user: pwd.struct_passwd) -> bool:
     """Whether ``path`` is this job's directory as a Prolog makes it: a real directory, private, owned by root
     (just made) or by the job's user. On a shared ``job_dir_base`` each node's Prolog of the job meets the
@@ -238,8 +265,7 @@ def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
         log(site, f"epilog: job {job_id}: killed {len(leftovers)} leftover process(es)")
     base = safe_base(site)
     remove_path(os.path.join(base, job_id))
-    # input channels the job's steps staged on this node (a killed step leaves its copy): /<stage_dir>/ti-slurm-<uid>
-    remove_path(os.path.join(site.stage_dir, f"ti-slurm-{user.pw_uid}", job_id))
+    remove_staged(site.stage_dir, user, job_id)  # what the job's steps staged on this node (a killed step's stays)
     log(site, f"epilog: job {job_id}: cleaned")
     return 0
 

@@ -1,10 +1,11 @@
 """What code travels: a snapshot of the job's code directory, taken when ``submit`` runs.
 
 Every node of every attempt (requeues included) runs the snapshot, whatever happens to the directory
-afterwards. Snapshots live in ``<output_dir>/.ti-slurm-code/``, shared by all the jobs of that output
-directory:
+afterwards. Snapshots live in ``<output_dir>/.ti-slurm-code-<uid>/``, shared by all the jobs of that user in
+that output directory, private to the user (0700; a folder there that is not theirs alone is refused, never
+trusted: on a shared output directory another user could otherwise plant a tree the job would run):
 
-    objects/<sha256>[.x]        each file's content once (``.x``: executable), read-only
+    objects/<sha256>[.x]        each file's content once (``.x``: executable), read-only, the user's alone
     trees/<tree hash>/<name>/   one snapshot: hard links to the objects, ``<name>`` the code folder's name
     index.json                  path -> (size, mtime, inode, sha256): files unchanged since the last
                                 snapshot are not read again
@@ -26,11 +27,11 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 
-from ti_slurm.core.files import write_atomic
+from ti_slurm.core.files import private_dir, write_atomic
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.errors import SpecError
 
-STORE = ".ti-slurm-code"
+STORE = ".ti-slurm-code"  # <output_dir>/.ti-slurm-code-<uid>: see store_of
 ALWAYS_OUT = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints")
 MAX_BYTES = 1 << 30  # a code directory above 1 GiB is data: give it as an input, or leave it out
 
@@ -59,7 +60,7 @@ def snapshot_plan(plan: JobPlan, code: str, ignore: tuple[str, ...] = ()) -> Job
 
 def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: int = MAX_BYTES) -> Snapshot:
     """Capture ``code_dir`` (see the module's text); a :class:`SpecError` names a tree that is too big."""
-    store = os.path.join(output_dir, STORE)
+    store = store_of(output_dir)
     skip = (*ALWAYS_OUT, *ignore)
     out = os.path.relpath(output_dir, code_dir)
     files = [rel for rel in listed(code_dir) if not excluded(rel, skip) and not inside(rel, out)]
@@ -71,7 +72,11 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
     size = sum(st.st_size for _, st in entries)
     if size > limit:
         raise SpecError("code", code_dir, too_big(entries, size, limit))
-    os.makedirs(os.path.join(store, "objects"), exist_ok=True)
+    os.makedirs(output_dir, mode=0o700, exist_ok=True)
+    for folder in (store, os.path.join(store, "objects"), os.path.join(store, "trees")):
+        refused = private_dir(folder)
+        if refused:
+            raise SpecError("code", code_dir, f"cannot keep its snapshot: {refused}")
     index = Index(os.path.join(store, "index.json"))
     keyed = [(rel, st, object_key(code_dir, rel, st, index)) for rel, st in entries]
     index.save()
@@ -81,10 +86,15 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
     if not os.path.isdir(path):  # a new tree: its new contents go into the store, then the tree is linked
         for rel, _, key in keyed:
             if not key.startswith("link:"):
-                store_object(os.path.join(store, "objects", key), os.path.join(code_dir, rel), key.endswith(".x"))
+                store_object(os.path.join(store, "objects", key), os.path.join(code_dir, rel), key)
         build_tree(store, tree, name, code_dir, keyed)
     commit, dirty = git_state(code_dir)
     return Snapshot(path, tree, len(keyed), size, commit, dirty)
+
+
+def store_of(output_dir: str) -> str:
+    """The user's snapshot store in ``output_dir``."""
+    return os.path.join(output_dir, f"{STORE}-{os.getuid()}")
 
 
 def listed(code_dir: str) -> list[str]:
@@ -147,15 +157,19 @@ class Index:
         if seen is not None and seen[:3] == [st.st_size, st.st_mtime_ns, st.st_ino]:
             return str(seen[3])
         sha = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                sha.update(chunk)
+        try:
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    sha.update(chunk)
+        except OSError as exc:
+            why = f"cannot read {path} ({exc.strerror}); make it readable or leave it out with code_ignore"
+            raise SpecError("code", os.path.dirname(path), why) from None
         self.known[path], self.changed = [st.st_size, st.st_mtime_ns, st.st_ino, sha.hexdigest()], True
         return sha.hexdigest()
 
     def save(self) -> None:
         if self.changed:
-            write_atomic(self.path, json.dumps(self.known, separators=(",", ":")))
+            write_atomic(self.path, json.dumps(self.known, separators=(",", ":")), 0o600)
 
 
 def object_key(code_dir: str, rel: str, st: os.stat_result, index: Index) -> str:
@@ -167,16 +181,28 @@ def object_key(code_dir: str, rel: str, st: os.stat_result, index: Index) -> str
     return key + ".x" if st.st_mode & stat.S_IXUSR else key
 
 
-def store_object(target: str, source: str, executable: bool) -> None:
-    """Copy ``source`` in as ``target`` (read-only), unless the store has it already."""
+def store_object(target: str, source: str, key: str) -> None:
+    """Copy ``source`` in as ``target`` (read-only, the user's alone), unless the store has it already. The
+    copy is hashed as it is made: a file rewritten since it was hashed is refused, not stored under a
+    hash its content does not have (which would poison every later snapshot that has the old content)."""
     if os.path.exists(target):
         return
-    import shutil
-
     tmp = f"{target}.tmp.{uuid.uuid4().hex}"
-    shutil.copyfile(source, tmp)
-    os.chmod(tmp, 0o555 if executable else 0o444)
-    os.replace(tmp, target)
+    sha = hashlib.sha256()
+    try:
+        with open(source, "rb") as src, open(tmp, "xb") as dst:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                sha.update(chunk)
+                dst.write(chunk)
+        if sha.hexdigest() != key.removesuffix(".x"):
+            why = f"{source} changed while its snapshot was taken; submit again once it is written"
+            raise SpecError("code", os.path.dirname(source), why)
+        os.chmod(tmp, 0o500 if key.endswith(".x") else 0o400)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def build_tree(store: str, tree: str, name: str, code_dir: str, keyed: list[tuple[str, os.stat_result, str]]) -> None:
@@ -188,12 +214,12 @@ def build_tree(store: str, tree: str, name: str, code_dir: str, keyed: list[tupl
     try:
         for rel, _, key in keyed:
             target = os.path.join(tmp, name, rel)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             if key.startswith("link:"):
                 os.symlink(key[len("link:") :], target)
             else:
                 os.link(os.path.join(store, "objects", key), target)
-        os.makedirs(os.path.join(tmp, name), exist_ok=True)  # an empty code directory is a tree too
+        os.makedirs(os.path.join(tmp, name), mode=0o700, exist_ok=True)  # an empty code directory is a tree too
         try:
             os.rename(tmp, os.path.join(trees, tree))
         except OSError:  # another submit made the same tree meanwhile

@@ -39,6 +39,7 @@ def test_epilog_removes_what_a_killed_step_staged_on_the_node(tmp_path: Path) ->
     uid = pwd.getpwnam("nobody").pw_uid
     staged = stage / f"ti-slurm-{uid}" / "4444" / "ddp-0" / "eval"
     staged.mkdir(parents=True)
+    os.chown(stage / f"ti-slurm-{uid}", uid, -1)  # the user's folder, as the job's steps make it
     (staged / "part-0").write_text("a copy its step did not live to remove")
     other = stage / f"ti-slurm-{uid}" / "4445"  # another job's
     other.mkdir()

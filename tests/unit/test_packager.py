@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ti_slurm.errors import SpecError
-from ti_slurm.packager import STORE, take
+from ti_slurm.packager import store_of, take
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
@@ -87,4 +87,4 @@ def test_a_tree_over_the_limit_is_one_line_naming_its_biggest_entries(tmp_path: 
     text = str(err.value)
     assert text.startswith("code: '") and "\n" not in text  # the value itself is shortened if long
     assert ": 0.9 MiB of files, over the 0.5 MiB limit; biggest: data/ (0.6 MiB), weights.pt (0.3 MiB)," in text
-    assert not (tmp_path / "jobs" / STORE).exists()  # nothing half made
+    assert not Path(store_of(str(tmp_path / "jobs"))).exists()  # nothing half made

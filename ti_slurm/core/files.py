@@ -34,3 +34,28 @@ def open_regular(path: str) -> BinaryIO:
         os.close(fd)
         raise OSError(f"{path}: not a regular file")
     return os.fdopen(fd, "rb")
+
+
+def private_dir(path: str) -> str | None:
+    """Make ``path`` a directory of this user's alone (0700), or find it one; ``None`` when it is, else why not:
+    a line naming what is there (a symlink, another user's folder, one others may write), so that nothing
+    another user planted there is written into or trusted. The last component is never followed."""
+    import stat
+
+    try:  # noqa: SIM105 (contextlib is not imported on the job path)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symlink; refusing to follow it"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory"
+    if info.st_uid != os.getuid():
+        return f"{path} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}); remove it or use another folder"
+    if info.st_mode & 0o077:
+        return f"{path} has mode {stat.filemode(info.st_mode)}: others may read or write it; chmod 700 it"
+    return None

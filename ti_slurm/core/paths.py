@@ -21,7 +21,9 @@ node and the submitting machine share::
     bin/ssh, bin/ti-slurm-ssh   MPI and Horovod: the launch agent
     supervisor.log, .pid        the local backend's supervisor process
 
-and beside it Slurm's own output of the batch script, ``<output_dir>/slurm-<job id>.out``.
+and beside it Slurm's own output of the batch script, ``<output_dir>/slurm-<job id>.out``. On each node,
+inputs with ``stage: local`` are copied to ``<stage_dir>/ti-slurm-<uid>/<job id>/<node>/<channel>``
+(:func:`stage_root`).
 
 The sbatch template, each node's step, the supervisor, the backends and
 ``status`` all take the names from here. Standard library only: this runs in
@@ -37,6 +39,12 @@ from ti_slurm.core.record import Record
 PLAN = "plan.json"
 STATUS = "status.jsonl"
 BATCH_OUTPUT = "slurm-%j.out"  # sbatch --output's pattern, in the output directory (%j: the job id)
+
+
+def stage_root(stage_dir: str, uid: int | None = None) -> str:
+    """A user's folder in a node's ``stage_dir`` (private: staging refuses one that is not, and the Epilog
+    removes a job's copies only inside a real folder of that user's)."""
+    return os.path.join(stage_dir, f"ti-slurm-{os.getuid() if uid is None else uid}")
 
 
 def node_label(component: str, n: object) -> str:

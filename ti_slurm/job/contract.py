@@ -19,6 +19,7 @@ import os
 
 from ti_slurm.core.environ import MAX_ENV_STRING, env_string_size
 from ti_slurm.core.hostlist import expand, is_number
+from ti_slurm.core.paths import stage_root
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
 from ti_slurm.errors import ContractError
@@ -325,7 +326,7 @@ def data_env(ctx: NodeContext) -> dict[str, str]:
 def stage_path(plan: JobPlan, job_id: str, node: str, channel: str) -> str:
     """Where a staged channel is copied to on a node: the site's ``stage_dir``, per user, job and node step
     (two steps of a job on one machine, as the local runner's, copy apart)."""
-    return os.path.join(plan.stage_dir, f"ti-slurm-{os.getuid()}", job_id, node, channel)
+    return os.path.join(stage_root(plan.stage_dir), job_id, node, channel)
 
 
 def npu_env(ctx: NodeContext) -> dict[str, str]:

@@ -51,7 +51,16 @@ class Progress:
 
 
 def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) -> str | None:
-    """Copy every staged channel to where this node's contract says it is; a problem as one line."""
+    """Copy every staged channel to where this node's contract says it is; a problem as one line.
+
+    The copies go below the user's own folder of the node's ``stage_dir``, which must be this user's alone:
+    one another user made first (job ids are predictable) could swap a copy after it is made."""
+    from ti_slurm.core.files import private_dir
+    from ti_slurm.core.paths import stage_root
+
+    refused = private_dir(stage_root(plan.stage_dir))
+    if refused:
+        return f"staging on {node}: cannot stage the inputs: {refused}"
     total = sum(size_of(plan.inputs[name]) for name in plan.staged)
     os.makedirs(os.path.dirname(progress_file), mode=0o700, exist_ok=True)
     progress = Progress(progress_file, total)

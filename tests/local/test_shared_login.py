@@ -1,0 +1,136 @@
+"""A shared login node, with another real user on it (a throwaway account, ``runuser``): what one user's jobs
+keep on shared storage (the code store, staged copies) is theirs alone, and what another user planted there
+first is refused, not written into, trusted or deleted through. The victim is root here (the test's user);
+the other user runs only coreutils, as an attacker with a shell would."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from ti_slurm.packager import take
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes a second real user (useradd, runuser)")
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def mallory() -> str:
+    """Another user of the login node."""
+    name = "tismallory"
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh", name], check=True)
+    return name
+
+
+def as_user(user: str, script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script], capture_output=True, text=True)
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A folder every user may write, as /tmp or a team's output folder (pytest's own is root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="ti-slurm-shared-", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def code_job(tmp_path: Path, out: Path) -> Path:
+    code = tmp_path / "proj"
+    code.mkdir()
+    (code / "train.py").write_text("print('the real training')\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: ddp\nnodes: 1\ncode: {code}\noutput_dir: {out}\ncommand: python3 train.py\n")
+    return spec
+
+
+def test_a_tree_another_user_planted_in_the_code_store_is_refused_not_run(
+    tmp_path: Path, shared: Path, mallory: str
+) -> None:
+    out = shared / "out"  # a team's output folder, open to all
+    out.mkdir(mode=0o1777)
+    out.chmod(0o1777)
+    spec = code_job(tmp_path, out)
+    tree = take(str(tmp_path / "proj"), str(tmp_path / "private")).tree  # the hash is computable by anyone
+    for store in (".ti-slurm-code", f".ti-slurm-code-{os.getuid()}"):  # today's name and the last one
+        planted = out / store / "trees" / tree / "proj"
+        made = as_user(mallory, f"mkdir -p {planted} && echo \"print('PWNED')\" > {planted}/train.py && "
+                       f"chmod -R 777 {out / store}")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+    res = run_cli("submit", "--local", "--wait", str(spec), env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 2, res.stdout + res.stderr
+    uid = pwd.getpwnam(mallory).pw_uid
+    store = out / f".ti-slurm-code-{os.getuid()}"
+    assert res.stderr.startswith("ti-slurm: error: code: '") and res.stderr.count("\n") == 1  # the path shortened
+    assert res.stderr.endswith(
+        f": cannot keep its snapshot: {store} belongs to uid {uid}, not to you (uid {os.getuid()}); remove it or "
+        "use another folder\n"
+    )
+    assert "PWNED" not in "".join(p.read_text() for p in out.rglob("*.log"))
+
+
+def test_the_code_store_is_unreadable_to_other_users(tmp_path: Path, shared: Path, mallory: str) -> None:
+    out = shared / "out"
+    out.mkdir()
+    out.chmod(0o1777)
+    spec = code_job(tmp_path, out)
+    (tmp_path / "proj").chmod(0o700)
+    (tmp_path / "proj" / ".env").write_text("API_TOKEN=s3cr3t-of-root\n")
+    (tmp_path / "proj" / ".env").chmod(0o600)
+    res = run_cli("submit", "--local", "--wait", str(spec), env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 0, res.stderr
+    peek = as_user(mallory, f"cat $(find {out} -path '*ti-slurm-code*' -type f) 2>/dev/null; ls -R {out} 2>&1")
+    assert "s3cr3t" not in peek.stdout
+    store = out / f".ti-slurm-code-{os.getuid()}"
+    assert oct(store.stat().st_mode & 0o777) == "0o700"
+    objects = [p for p in (store / "objects").iterdir()]
+    assert objects and all(p.stat().st_mode & 0o077 == 0 for p in objects)
+
+
+def test_staging_refuses_a_folder_another_user_made_first(tmp_path: Path, shared: Path, mallory: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "shard").write_text("the real data\n")
+    planted = shared / f"ti-slurm-{os.getuid()}"  # job ids are predictable: the folder can be made first
+    assert as_user(mallory, f"mkdir -m 777 {planted}").returncode == 0
+    (tmp_path / "site.toml").write_text(f'stage_dir = "{shared}"\n')
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 1\noutput_dir: out\ninputs: {{val: {{path: {data}, stage: local}}}}\n"
+        "command: cat $TI_SLURM_INPUT_VAL/shard\n"
+    )
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 1, res.stderr
+    uid = pwd.getpwnam(mallory).pw_uid
+    line = f"failed staging on localhost: cannot stage the inputs: {planted} belongs to uid {uid}, not to you"
+    assert line in res.stderr, res.stderr
+    assert list(planted.iterdir()) == []  # nothing of the job's went in
+
+
+def test_the_epilog_deletes_nothing_through_a_symlink_planted_as_the_users_stage_folder(
+    tmp_path: Path, shared: Path, mallory: str
+) -> None:
+    victim = pwd.getpwnam("nobody")
+    model = shared / "victims-out" / "4646" / "model.pt"  # the job's own output folder, on shared storage
+    model.parent.mkdir(parents=True)
+    model.write_text("weeks of training")
+    planted = shared / f"ti-slurm-{victim.pw_uid}"
+    assert as_user(mallory, f"ln -s {shared / 'victims-out'} {planted}").returncode == 0
+    config = tmp_path / "config.toml"
+    config.write_text(f'job_dir_base = "{tmp_path / "jobs"}"\nlog_file = "{tmp_path / "hooks.log"}"\n'
+                      f'stage_dir = "{shared}"\n')  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "TI_SLURM_CONFIG": str(config), "SLURM_JOB_USER": "nobody",
+           "SLURM_JOB_ID": "4646"}  # fmt: skip
+    res = subprocess.run([str(BIN / "ti-slurm-epilog")], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert model.read_text() == "weeks of training"
