@@ -730,15 +730,10 @@ def _one_line(exc: ValidationError) -> SpecError:
 
 def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     """Load a YAML or JSON spec file."""
-    from ti_slurm.specfile import read_document  # imports yaml: not for specs given as dicts
+    from ti_slurm.specfile import read_document, read_text_file  # imports yaml: not for specs given as dicts
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("spec", str(p), f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError("spec", str(p), "not UTF-8 text") from None
+    text = read_text_file(p, "spec")
     try:
         data = read_document(text, p, JobSpec)
     except RecursionError:

@@ -87,6 +87,28 @@ def _at(mark: yaml.Mark | None, why: str) -> yaml.YAMLError:
     return yaml.YAMLError(where + why)
 
 
+MAX_FILE_BYTES = 16 << 20  # a spec or points file above this is not one a person wrote
+
+
+def read_text_file(path: Path, field: str) -> str:
+    """The text of a spec or points file; one line (a :class:`SpecError` naming ``field``) for anything else:
+    a FIFO or device (``/dev/zero`` would be read forever), a file too big to be a spec, one not UTF-8."""
+    from ti_slurm.core.files import open_regular
+
+    try:
+        with open_regular(str(path)) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        why = "is not a regular file (a FIFO or a device)" if not exc.strerror else f"cannot read: {exc.strerror}"
+        raise SpecError(field, str(path), why) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(field, str(path), f"is over {MAX_FILE_BYTES >> 20} MiB: not a spec a person wrote")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(field, str(path), "not UTF-8 text") from None
+
+
 def read_document(text: str, path: Path, model: Any) -> object:
     """The document in ``text`` (JSON for ``.json`` files, else YAML) as ``model`` expects its values (a model
     class, or a type such as ``list[dict[str, str]]``)."""
@@ -95,10 +117,14 @@ def read_document(text: str, path: Path, model: Any) -> object:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise SpecError("spec", str(path), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        except RecursionError:
+            raise SpecError("spec", str(path), "nested too deeply") from None
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         return None if node is None else _Reader(text, loader).value(node, model, "")
+    except RecursionError:
+        raise SpecError("spec", str(path), "nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         raise SpecError("spec", str(path), _yaml_problem(exc)) from None
     except yaml.YAMLError as exc:

@@ -63,6 +63,11 @@ def grid_points(params: Mapping[str, Sequence[object]], where: str = "params") -
     for name, values in params.items():
         if isinstance(values, str) or not isinstance(values, Sequence) or not values:
             raise ConfigError(f"{where}.{name}", values, "expected a non-empty list of values")
+    count = 1
+    for values in params.values():
+        count *= len(values)
+    if count > MAX_POINTS:  # said before a point is made: a grid of millions would take minutes and gigabytes
+        raise ConfigError(where, f"{count} points", f"at most {MAX_POINTS} points in one sweep")
     names = list(params)
     combos = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*params.values())]
     return checked_points(combos, where)
@@ -109,15 +114,10 @@ def _one_variable_each(point: Mapping[str, str], where: str) -> None:
 
 def read_points(path: str) -> list[dict[str, str]]:
     """A points file: a YAML or JSON list of mappings (``- {lr: 0.1, batch: 32}``), values as written."""
-    from ti_slurm.specfile import read_document
+    from ti_slurm.specfile import read_document, read_text_file
 
     file = Path(path).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("--points", path, exc.strerror or "cannot be read") from None
-    except UnicodeDecodeError:
-        raise SpecError("--points", path, "is not UTF-8 text") from None
+    text = read_text_file(file, "--points")
     try:
         document = read_document(text, file, list[dict[str, str]])
     except SpecError as exc:  # where in the file: --points.3.lr

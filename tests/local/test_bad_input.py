@@ -463,3 +463,26 @@ def test_a_job_directory_the_node_cannot_use_is_one_line_naming_the_variable(
     for command in (["env", "--mode", "ddp"], ["exec", "--mode", "ddp", "--", "true"]):
         res = subprocess.run(["ti-slurm", *command], env=env, capture_output=True, text=True, check=False)
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr[-300:]
+
+
+def test_a_fifo_or_a_device_as_the_spec_or_the_points_file_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)  # nobody writes it: reading it would wait forever
+    one_line_error(submit_local(tmp_path, Path("spec.yaml")), "spec: 'spec.yaml': is not a regular file (a FIFO or a")
+    one_line_error(submit_local(tmp_path, Path("/dev/zero")), "spec: '/dev/zero': is not a regular file")
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 1\ncommand: echo {lr}\n")
+    points = tmp_path / "points.yaml"
+    os.mkfifo(points)
+    res = run_cli("sweep", "--local", "job.yaml", "--points", "points.yaml", cwd=tmp_path,
+                  env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
+    one_line_error(res, "--points: 'points.yaml': is not a regular file (a FIFO or a device)")
+
+
+def test_a_points_file_nested_thousands_deep_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 1\ncommand: echo {lr}\n")
+    for name, text in (("p.json", "[" * 100_000 + "]" * 100_000), ("p.yaml", "- " + "[" * 5000 + "]" * 5000)):
+        (tmp_path / name).write_text(text)
+        res = run_cli("sweep", "--local", "job.yaml", "--points", name, cwd=tmp_path,
+                      env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
+        one_line_error(res, "--points: ")
+    assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.json"))

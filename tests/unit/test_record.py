@@ -83,3 +83,10 @@ def test_plan_round_trips_through_json_with_nested_components() -> None:
     assert back == plan
     assert back.components[1].slots == 8
     assert plan.as_dict()["components"][1]["mem"] == "8G"
+
+
+def test_a_status_line_nested_thousands_deep_is_skipped_not_a_crash() -> None:
+    from ti_slurm.core.events import parse_events
+
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    assert parse_events(f'{deep}\n{{"event": "start", "time": 1}}\n') == [{"event": "start", "time": 1}]

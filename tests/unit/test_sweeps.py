@@ -185,3 +185,10 @@ def test_following_a_sweep_of_100_points_asks_the_queue_once_per_interval(tmp_pa
     assert queue.calls == 1 and found.counts == {"PENDING": 100}
     sweep.status(max_age=0)  # the interval passed: one more, for all 100 again
     assert queue.calls == 2
+
+
+def test_a_huge_grid_is_refused_before_any_point_is_made() -> None:
+    grid = {f"p{i}": list(range(100)) for i in range(6)}  # 10^12 points: building them would never end
+    with pytest.raises(ConfigError) as err:
+        grid_points(grid)
+    assert str(err.value) == "params: '1000000000000 points': at most 10000 points in one sweep"

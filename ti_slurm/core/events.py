@@ -104,7 +104,7 @@ def parse_events(text: str | None) -> list[dict[str, Any]]:
     for line in (text or "").splitlines():
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line nested thousands deep is not the supervisor's
             continue
         if isinstance(event, dict):
             events.append(event)
