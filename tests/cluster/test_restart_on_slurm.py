@@ -214,8 +214,6 @@ def test_a_job_that_loses_a_node_is_requeued_without_it(tmp_path: Path, island: 
     assert_nothing_left(out)
 
 
-
-
 def test_a_shared_filesystem_stalled_for_a_minute_loses_no_node(tmp_path: Path) -> None:
     stallable = this_cluster().stallable  # the test cluster's filesystem that stall-fs freezes
     if not os.path.ismount(stallable):
