@@ -307,8 +307,8 @@ class NotifySpec(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", v):
-            raise ValueError("expected an http:// or https:// URL (no spaces)")
+        if not re.fullmatch(r"https?://[^\s\x00-\x1f\x7f/?#]+[^\s\x00-\x1f\x7f]*", v):
+            raise ValueError("expected an http:// or https:// URL (no spaces or control characters)")
         return v
 
     def as_plan(self) -> dict[str, object]:

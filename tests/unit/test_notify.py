@@ -59,6 +59,8 @@ def test_a_failed_event_names_the_node_and_its_last_lines(write_spec, tmp_path: 
 def test_logs_show_a_urls_scheme_and_host_only() -> None:
     assert shown_url("https://hooks.slack.com/services/T0/B0/secret") == "https://hooks.slack.com/..."
     assert shown_url("https://user:pw@oapi.dingtalk.com/robot/send?access_token=x") == "https://oapi.dingtalk.com/..."
+    assert shown_url("https://hooks.example?key=TOKEN") == "https://hooks.example/..."  # no path: the query is cut
+    assert shown_url("https://hooks.example#TOKEN") == "https://hooks.example/..."
 
 
 def test_the_site_can_turn_notifications_off_or_send_them_through_a_proxy(write_spec) -> None:
@@ -86,6 +88,11 @@ def test_the_site_can_turn_notifications_off_or_send_them_through_a_proxy(write_
             "notify.0.format: 'teams': Value error, expected one of: json, slack",
         ),
         ("notify: {url: 'https://x', on: []}\n", "notify.0.on: []: List should have at least 1 item"),
+        (
+            'notify: {url: "https://x/\\e[2Jhook"}\n',  # an escape sequence would reach terminals and records
+            "notify.0.url: 'https://x/\\x1b[2Jhook': Value error, expected an http:// or https:// URL (no spaces or "
+            "control characters)",
+        ),
     ],
 )
 def test_a_bad_notify_is_one_line(write_spec, tmp_path: Path, text: str, line: str) -> None:

@@ -50,7 +50,10 @@ def event_names(record: dict[str, Any]) -> list[str]:
 def shown_url(url: str) -> str:
     """``https://hooks.slack.com/services/T0/B0/secret`` -> ``https://hooks.slack.com/...``: what logs say."""
     scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0].rsplit('@', 1)[-1]}/..."
+    host = rest
+    for end in "/?#":  # the path, the query or the fragment may hold the token (https://host?key=TOKEN)
+        host = host.split(end, 1)[0]
+    return f"{scheme}://{host.rsplit('@', 1)[-1]}/..."
 
 
 def message(plan: JobPlan, paths: JobPaths, name: str, record: dict[str, Any]) -> dict[str, Any]:
