@@ -184,6 +184,10 @@ def data_here(plan: JobPlan, spec: JobSpec) -> JobPlan:
         if not os.path.exists(inputs[name]):
             raise SpecError(f"inputs.{name}", path, "no such file or directory")
     outputs = os.path.abspath(os.path.expanduser(plan.outputs)) if plan.outputs else ""
+    if outputs and os.path.exists(outputs) and not os.path.isdir(outputs):  # a file, /dev/null: every node would fail
+        raise SpecError("outputs", plan.outputs, "is not a directory: each job's outputs go in a folder of it")
+    if outputs and (outputs + "/").startswith(("/proc/", "/sys/", "/dev/")):
+        raise SpecError("outputs", plan.outputs, "is a system folder, not storage: name a folder of yours")
     if outputs and spec.code:
         code = os.path.abspath(os.path.expanduser(spec.code))
         if not os.path.relpath(outputs, code).startswith(".."):

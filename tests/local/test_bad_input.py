@@ -486,3 +486,18 @@ def test_a_points_file_nested_thousands_deep_is_one_line(tmp_path: Path) -> None
                       env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
         one_line_error(res, "--points: ")
     assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.json"))
+
+
+@pytest.mark.parametrize(
+    "outputs,why",
+    [
+        ("/dev/null", "is not a directory: each job's outputs go in a folder of it"),
+        ("job.yaml", "is not a directory: each job's outputs go in a folder of it"),
+        ("/proc/self", "is a system folder, not storage: name a folder of yours"),
+    ],
+)
+def test_outputs_that_are_no_folder_of_storage_are_one_line(tmp_path: Path, outputs: str, why: str) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"mode: ddp\nnodes: 1\ncommand: 'true'\noutputs: {outputs}\n")
+    one_line_error(submit_local(tmp_path, spec), f"outputs: '{outputs}': {why}")
+    assert not (tmp_path / "ti-slurm-jobs").exists()
