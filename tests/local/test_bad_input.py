@@ -501,3 +501,14 @@ def test_outputs_that_are_no_folder_of_storage_are_one_line(tmp_path: Path, outp
     spec.write_text(f"mode: ddp\nnodes: 1\ncommand: 'true'\noutputs: {outputs}\n")
     one_line_error(submit_local(tmp_path, spec), f"outputs: '{outputs}': {why}")
     assert not (tmp_path / "ti-slurm-jobs").exists()
+
+
+def test_after_with_the_local_runner_is_one_line_not_ignored(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("mode: ddp\nnodes: 1\ncommand: 'true'\n")
+    res = run_cli("submit", "--local", str(spec), "--after", "123", cwd=tmp_path,
+                  env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
+    one_line_error(
+        res, "after: 'afterok:123': the local runner starts a job at once: pipelines (after:, --after) need Slurm"
+    )
+    assert not (tmp_path / "ti-slurm-jobs").exists()

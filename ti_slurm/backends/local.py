@@ -21,7 +21,7 @@ from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import BackendError, SpecError, SubmissionError
+from ti_slurm.errors import BackendError, ConfigError, SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
@@ -59,6 +59,9 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
     name = "local"
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        if plan.dependency:  # said, not ignored: the job would start before the jobs it waits for end
+            why = "the local runner starts a job at once: pipelines (after:, --after) need Slurm"
+            raise ConfigError("after", plan.dependency, why)
         make_output_dir(plan.output_dir)
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"
