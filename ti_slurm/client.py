@@ -236,8 +236,9 @@ def get_job(
     return Job(info, open_backend(info.backend, host, **options))
 
 
-JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?|local-\d+|sweep-(?:local-)?\d+")  # a job, an array task, a het
-# component, a local run, a sweep of separate jobs
+# a job, an array task, a het component, a local run, a sweep of separate jobs: ASCII digits only (\d takes any
+# script's digits, which would reach scontrol), of the lengths Slurm's 32-bit ids have
+JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?(?:\+[0-9]{1,4})?|local-[0-9]{1,12}|sweep-(?:local-)?[0-9]{1,12}")
 
 
 def check_host(host: object) -> None:

@@ -267,7 +267,8 @@ def test_bad_test_cluster_options_are_one_line_and_change_nothing(args: list[str
 
 
 @pytest.mark.parametrize(
-    "job_id", ["--me", "--state=RUNNING", "", "../../../evil", "1 2", "123;rm", "-1", "local-", "12_x"]
+    "job_id",
+    ["--me", "--state=RUNNING", "", "../../../evil", "1 2", "123;rm", "-1", "local-", "12_x", "١٢", "1" * 40],
 )
 def test_what_is_not_a_job_id_never_reaches_slurm_or_the_registry(tmp_path: Path, job_id: str) -> None:
     # a scancel/scontrol/squeue on PATH that would tell if it were run
