@@ -337,7 +337,11 @@ def cmd_top(args: argparse.Namespace) -> int:
         if args.once or status.state.is_terminal:
             print(screen)
             return 0
-        print("\x1b[H\x1b[J" + screen if sys.stdout.isatty() else screen + "\n", flush=True)
+        if sys.stdout.isatty():
+            from ti_slurm.terminal import raw
+
+            raw(sys.stdout).write("\x1b[H\x1b[J")  # top's own: the screen cleared for the next table
+        print(screen if sys.stdout.isatty() else screen + "\n", flush=True)
         try:
             import time
 
@@ -472,6 +476,9 @@ COMMANDS = {
 }
 
 
+RAW_OUTPUT = ("render", "logs", "env", "exec")  # their standard output is data (a script, a log), not a display
+
+
 def show_warning(message: Warning | str, *args: object, **kwargs: object) -> None:
     """Warnings from the library, as one line each."""
     print(f"ti-slurm: warning: {message}", file=sys.stderr)
@@ -480,8 +487,11 @@ def show_warning(message: Warning | str, *args: object, **kwargs: object) -> Non
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
+    from ti_slurm.terminal import install
+
     warnings.showwarning = show_warning
     args = build_parser().parse_args(argv)
+    install(stdout_too=args.cmd not in RAW_OUTPUT)
     try:
         return COMMANDS[args.cmd](args)
     except TiSlurmError as exc:

@@ -513,3 +513,28 @@ def test_after_with_the_local_runner_is_one_line_not_ignored(tmp_path: Path) -> 
         res, "after: 'afterok:123': the local runner starts a job at once: pipelines (after:, --after) need Slurm"
     )
     assert not (tmp_path / "ti-slurm-jobs").exists()
+
+
+def test_control_characters_from_jobs_and_specs_never_reach_the_terminal(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    # a failure file and a log tail holding escape sequences (retitle the window, clear the screen)
+    command = r'printf "bad\033]0;pwned\007\033[2J\n" | tee $TI_SLURM_OUTPUT_DIR/failure; exit 1'
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: out\ncommand: '{command}'\n")
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 1
+    assert "\x1b" not in res.stderr and "\x07" not in res.stderr, res.stderr
+    assert "bad\\x1b]0;pwned\\x07\\x1b[2J" in res.stderr, res.stderr
+    job = res.stdout.split()[0]
+    status = run_cli("status", job, cwd=tmp_path, env=env).stdout
+    assert "\x1b" not in status and "bad\\x1b]0;pwned" in status, status
+    # a spec's key, as its error names it
+    (tmp_path / "bad.yaml").write_text('mode: ddp\nnodes: 1\ncommand: x\nenv: {"\\e[2JA": "1"}\n')
+    res = run_cli("submit", "--local", "bad.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 2 and "\x1b" not in res.stderr and "env" in res.stderr, res.stderr
+    # a sweep's value, in its table
+    (tmp_path / "sweep.yaml").write_text("mode: ddp\nnodes: 1\noutput_dir: out\ncommand: 'true {tag}'\n")
+    res = run_cli("sweep", "--local", "sweep.yaml", "--param", "tag=a\x1b[2Jb", "--wait", cwd=tmp_path, env=env)
+    assert res.returncode == 0 and "\x1b" not in res.stderr and "a\\x1b[2Jb" in res.stderr, res.stderr
+    # data stays data: logs print what the job wrote, byte for byte
+    logs = run_cli("logs", job, cwd=tmp_path, env=env)
+    assert logs.returncode == 0 and "bad\x1b]0;pwned\x07\x1b[2J" in logs.stdout, logs
