@@ -44,3 +44,13 @@ def test_wait_shows_the_staging_while_it_lasts() -> None:
     assert progress_line(job_status(job, [start, staging, done], running)) == "RUNNING on ddp: running"
     end = {"event": "end", "state": "COMPLETED", "reason": "every step exited 0"}
     assert job_status(job, [start, staging, end], None).staging == {}  # the last note before the end is moot
+
+
+def test_a_copy_that_fails_on_some_files_is_one_reason_not_a_python_list(tmp_path) -> None:
+    import shutil
+
+    from ti_slurm.job.staging import _why
+
+    failed = [("/data/a", "/stage/a", "[Errno 13] Permission denied: '/data/a'"), ("/data/b", "/stage/b", "x")]
+    assert _why(shutil.Error(failed)) == "/data/a: [Errno 13] Permission denied: '/data/a' (and 1 more file(s))"
+    assert _why(OSError(28, "No space left on device")) == "No space left on device"

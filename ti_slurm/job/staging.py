@@ -83,11 +83,21 @@ def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) 
                 os.replace(partial, target)
             except OSError as exc:
                 shutil.rmtree(partial, ignore_errors=True)
-                why = exc.strerror or str(exc)
-                return f"staging on {node}: cannot copy input {name} ({source}) to {os.path.dirname(target)}: {why}"
+                where = os.path.dirname(target)
+                return f"staging on {node}: cannot copy input {name} ({source}) to {where}: {_why(exc)}"
     finally:
         progress.close()
     return None
+
+
+def _why(exc: OSError) -> str:
+    """An error of a copy as one reason: copytree gathers one (source, target, why) per file that failed."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        failed = exc.args[0]
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more file(s))" if len(failed) > 1 else ""
+        return f"{first[0]}: {first[2]}{more}" if isinstance(first, tuple) and len(first) == 3 else str(first)
+    return exc.strerror or str(exc)
 
 
 def size_of(path: str) -> int:
