@@ -70,6 +70,12 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
     ]
     entries = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)]
     size = sum(st.st_size for _, st in entries)
+    if not entries:
+        import warnings
+
+        why = "git ignores every file there (.gitignore), or code_ignore does" if listed_all(code_dir) else "it is empty"
+        empty = f"code: {code_dir}: the snapshot has no file: {why}; the job runs in an empty folder"
+        warnings.warn(empty, stacklevel=2)
     if size > limit:
         raise SpecError("code", code_dir, too_big(entries, size, limit))
     os.makedirs(output_dir, mode=0o700, exist_ok=True)
@@ -95,6 +101,11 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
 def store_of(output_dir: str) -> str:
     """The user's snapshot store in ``output_dir``."""
     return os.path.join(output_dir, f"{STORE}-{os.getuid()}")
+
+
+def listed_all(code_dir: str) -> bool:
+    """Whether the folder holds any file at all (git's view aside)."""
+    return any(names for _, _, names in os.walk(code_dir))
 
 
 def listed(code_dir: str) -> list[str]:

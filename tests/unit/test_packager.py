@@ -88,3 +88,11 @@ def test_a_tree_over_the_limit_is_one_line_naming_its_biggest_entries(tmp_path: 
     assert text.startswith("code: '") and "\n" not in text  # the value itself is shortened if long
     assert ": 0.9 MiB of files, over the 0.5 MiB limit; biggest: data/ (0.6 MiB), weights.pt (0.3 MiB)," in text
     assert not Path(store_of(str(tmp_path / "jobs"))).exists()  # nothing half made
+
+
+def test_a_gitignore_that_takes_every_file_warns_of_an_empty_snapshot(tmp_path: Path) -> None:
+    code = tree(tmp_path / "repo", {"train.py": "v1", ".gitignore": "*\n"})
+    subprocess.run(["git", "-C", str(code), "init", "-q"], check=True)
+    with pytest.warns(UserWarning, match=r"the snapshot has no file: git ignores every file there \(.gitignore\)"):
+        shot = take(str(code), str(tmp_path / "jobs"))
+    assert shot.files == 0
