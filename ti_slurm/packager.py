@@ -73,7 +73,7 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
     if not entries:
         import warnings
 
-        why = "git ignores every file there (.gitignore), or code_ignore does" if listed_all(code_dir) else "it is empty"
+        why = "git ignores every file there (.gitignore), or code_ignore" if listed_all(code_dir) else "it is empty"
         empty = f"code: {code_dir}: the snapshot has no file: {why}; the job runs in an empty folder"
         warnings.warn(empty, stacklevel=2)
     if size > limit:
