@@ -40,6 +40,7 @@ from ti_slurm.errors import ConfigError, SpecError, SubmissionError, TiSlurmErro
 from ti_slurm.status import JobStatus
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
+LOCAL_MAX_POINTS = 64  # the local runner starts every point at once: a few processes per node of each
 MAX_POINTS = 10_000  # separate jobs (a heterogeneous mode), or before the cluster's MaxArraySize is known
 SWEEP_POLL = 2.0  # seconds between reads of the points' own records while waiting (no controller call)
 
@@ -322,6 +323,9 @@ def sweep(
     if chosen.name == "local" and 0 < max_parallel < len(grid):
         why = "the local backend runs every point at once: keeping to a number needs Slurm"
         raise ConfigError("max_parallel", max_parallel, why)
+    if chosen.name == "local" and len(grid) > LOCAL_MAX_POINTS:  # each point its nodes' processes, all at once
+        why = f"the local backend runs every point at once: at most {LOCAL_MAX_POINTS}; sweep on Slurm for more"
+        raise ConfigError("sweep", f"{len(grid)} points", why)
     submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway)
     one_array = chosen.name != "local" and not _heterogeneous(job_spec)
     infos = submit.as_array(record) if one_array else submit.each(record)

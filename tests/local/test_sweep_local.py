@@ -78,3 +78,13 @@ def test_a_value_holding_another_parameters_place_cannot_leave_its_shell_word(tm
     assert sweep is not None
     assert list(sweep.jobs()[0].logs(node="0")) == ["[{b}]"]
     assert not planted.exists()
+
+
+def test_a_local_sweep_of_more_points_than_it_can_run_at_once_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 1\ncommand: 'echo {seed}'\n")
+    res = run_cli("sweep", "job.yaml", "--local", "--param", "seed=" + ",".join(map(str, range(65))), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr == (
+        "ti-slurm: error: sweep: '65 points': the local backend runs every point at once: at most 64; sweep on "
+        "Slurm for more\n"
+    ), res.stderr
+    assert not (tmp_path / "ti-slurm-jobs").exists()
