@@ -8,6 +8,7 @@ Two test clusters may be up at once, one per Slurm version, told apart by ``SLUR
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,11 @@ class ClusterFacts:
     log_dir: Path  # slurmctld.log, slurmd-<node>.log
     site_config: Path  # the ti-slurm site config its Prolog/Epilog and its jobs read
     stallable: Path  # the filesystem `stall-fs` freezes
+
+    @property
+    def node_addr_rx(self) -> str:
+        """A regular expression for the address of one of its nodes (10\\.77\\.0\\.\\d+ on 22.05's bridge)."""
+        return re.escape(self.ctl_addr.rsplit(".", 1)[0]) + r"\.\d+"
 
     def netns(self, node: str) -> str:
         return f"/run/netns/{self.ns_prefix}{node}"

@@ -111,7 +111,9 @@ def test_a_node_sees_the_image_the_job_directory_the_mounts_and_the_contract(tmp
     assert job.result.returncode == 0, job.result.stderr + job.logs()
     logs = job.logs()
     for rank in (0, 1):
-        line = re.search(rf"image=mmdebstrap data=from the host rank={rank} master=10\.77\.0\.1\d (.*)", logs)
+        line = re.search(
+            rf"image=mmdebstrap data=from the host rank={rank} master={this_cluster().node_addr_rx} (.*)", logs
+        )
         assert line, logs
         # the image's own PATH (not this machine's), and the container's workdir
         assert line.group(1) == "path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin pwd=/tmp"

@@ -317,7 +317,9 @@ def test_cancel_mid_job_leaves_no_process(tmp_path: Path) -> None:
 def test_workers_give_up_when_the_master_never_comes_up(tmp_path: Path) -> None:
     job = Job(tmp_path, "mode: ddp\nnodes: 2\nrendezvous_timeout: 3\ncommand: 'sleep 120'")
     assert job.result.returncode == 1 and "exited 124" in job.result.stderr
-    assert re.search(r"rendezvous timeout: master 10\.77\.0\.\d+:\d+ did not come up within 3s", job.logs())
+    assert re.search(
+        rf"rendezvous timeout: master {this_cluster().node_addr_rx}:\d+ did not come up within 3s", job.logs()
+    )
 
 
 def test_status_and_logs_per_node(tmp_path: Path) -> None:
@@ -359,7 +361,9 @@ def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) ->
         per_task = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in out.splitlines() if "INDEX=" in line}
         assert per_task == {"0": "export INDEX=0", "1": "export INDEX=1"}
         ip_lists = {line.split("=", 1)[1] for line in out.splitlines() if "NODE_IP_SLOT_LIST=" in line}
-        assert len(ip_lists) == 1 and re.fullmatch(r"10\.77\.0\.\d+:2,10\.77\.0\.\d+:2", ip_lists.pop())
+        assert len(ip_lists) == 1 and re.fullmatch(
+            rf"{(addr := this_cluster().node_addr_rx)}:2,{addr}:2", ip_lists.pop()
+        )
     finally:
         subprocess.run(["scancel", job.id], check=False)
 

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT, sbatch_and_wait
+from tests.testcluster import this_cluster
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
@@ -50,7 +51,9 @@ def test_eval_env_in_a_hand_written_step(tmp_path) -> None:
     sbatch_and_wait(script)
     lines = sorted(out.read_text().splitlines())
     assert [line.split()[0] for line in lines] == ["0", "1"]
-    assert all(re.fullmatch(r"[01] 10\.77\.0\.\d+:2,10\.77\.0\.\d+:2 2 /\S+/bin/ssh", line) for line in lines), lines
+    assert all(
+        re.fullmatch(rf"[01] {(addr := this_cluster().node_addr_rx)}:2,{addr}:2 2 /\S+/bin/ssh", line) for line in lines
+    ), lines
 
 
 def test_exec_in_a_hand_written_heterogeneous_job(tmp_path) -> None:
