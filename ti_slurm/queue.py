@@ -50,29 +50,22 @@ def cache_dir() -> str | None:
     """A private per-user directory for the shared answers (``$XDG_RUNTIME_DIR`` or the temp dir), or ``None``
     when there is none to be had: the cache is only an optimisation, and one another user could write (a
     ``/tmp/ti-slurm-<uid>`` made first by someone else) would let them say what state a job is in."""
+    from ti_slurm.core.files import private_dir
+
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     folder = os.path.join(base, f"ti-slurm-{os.getuid()}")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        info = os.lstat(folder)
-    except OSError as exc:  # an XDG_RUNTIME_DIR this user cannot write (after su or sudo -u)
-        _no_cache(folder, exc.strerror or "cannot be created")
-        return None
-    import stat
-
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        owner = f"owner {info.st_uid}, mode {stat.filemode(info.st_mode)}"
-        _no_cache(folder, f"is not a private directory of uid {os.getuid()} ({owner})")
+    refused = private_dir(folder)
+    if refused:
+        _no_cache(refused)
         return None
     return folder
 
 
-def _no_cache(folder: str, why: str) -> None:
+def _no_cache(why: str) -> None:
     """Say once per process that the shared cache is not used, and why."""
-    if folder not in _cache_warned:
-        _cache_warned.append(folder)
-        print(f"ti-slurm: warning: {folder} {why}: asking the controller without the shared cache", file=sys.stderr)
-    return None
+    if why not in _cache_warned:
+        _cache_warned.append(why)
+        print(f"ti-slurm: warning: {why}: asking the controller without the shared cache", file=sys.stderr)
 
 
 def cache_key(backend: str, host: str) -> str:

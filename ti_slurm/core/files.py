@@ -42,10 +42,12 @@ def private_dir(path: str) -> str | None:
     another user planted there is written into or trusted. The last component is never followed."""
     import stat
 
-    try:  # noqa: SIM105 (contextlib is not imported on the job path)
+    try:
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
+    except OSError as exc:  # a parent that does not exist, or that this user cannot write (after su)
+        return f"{path} cannot be created ({exc.strerror})"
     try:
         info = os.lstat(path)
     except OSError as exc:

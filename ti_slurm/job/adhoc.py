@@ -118,18 +118,13 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     except OSError:
         pass
 
+    from ti_slurm.core.files import private_dir
+
     tmp = env.get("TMPDIR") or tempfile.gettempdir()
     base = os.path.join(tmp, f"ti-slurm-{os.getuid()}")
-    try:
-        try:  # noqa: SIM105 (contextlib is not imported on the job path)
-            os.mkdir(base, 0o700)
-        except FileExistsError:
-            pass
-        info = os.lstat(base)
-    except OSError as exc:  # a TMPDIR that does not exist on this node, or is a file
-        raise ContractError(f"TMPDIR={tmp!r}: cannot hold the job's files ({exc.strerror})") from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise ContractError(f"{base} is not a private directory of this user; refusing to write job files there")
+    refused = private_dir(base)  # a TMPDIR that does not exist on this node, or a folder another user made
+    if refused:
+        raise ContractError(f"TMPDIR={tmp!r}: cannot hold the job's files: {refused}")
     return _usable("TMPDIR", os.path.join(base, job_id))
 
 
