@@ -309,6 +309,9 @@ class NotifySpec(_Strict):
     def _url(cls, v: str) -> str:
         if not re.fullmatch(r"https?://[^\s\x00-\x1f\x7f/?#]+[^\s\x00-\x1f\x7f]*", v):
             raise ValueError("expected an http:// or https:// URL (no spaces or control characters)")
+        if "@" in re.split(r"[/?#]", v.partition("://")[2], maxsplit=1)[0]:
+            why = "a user:password@ in the URL is not sent; put the token in the path or query, as chat hooks do"
+            raise ValueError(why)
         return v
 
     def as_plan(self) -> dict[str, object]:

@@ -89,6 +89,10 @@ def test_the_site_can_turn_notifications_off_or_send_them_through_a_proxy(write_
         ),
         ("notify: {url: 'https://x', on: []}\n", "notify.0.on: []: List should have at least 1 item"),
         (
+            "notify: {url: 'https://bot:s3cret@hooks.example/x'}\n",
+            "notify.0.url: 'https://bot:s3cret@hooks.example/x': Value error, a user:password@ in the URL is not sent",
+        ),
+        (
             'notify: {url: "https://x/\\e[2Jhook"}\n',  # an escape sequence would reach terminals and records
             "notify.0.url: 'https://x/\\x1b[2Jhook': Value error, expected an http:// or https:// URL (no spaces or "
             "control characters)",
