@@ -123,7 +123,7 @@ def test_a_points_file_keeps_values_as_written(tmp_path: Path) -> None:
         (["--param", "a-b=3"], "--param: 'a-b': not a parameter name"),
         (["--param", "lr=1", "--param", "lr=2"], "--param: 'lr=1 lr=2': a parameter is given twice"),
         ([], "--param: '': give the grid as --param NAME=V1,V2 ... or as --points FILE"),
-        (["--points", "nope.yaml"], "--points: 'nope.yaml': No such file or directory"),
+        (["--points", "nope.yaml"], "--points: 'nope.yaml': cannot read: No such file or directory"),
         (["--param", "lr=1", "--max-parallel", "-1"], "argument --max-parallel: '-1': expected a whole number"),
     ],
 )
