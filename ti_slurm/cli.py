@@ -341,7 +341,9 @@ def cmd_top(args: argparse.Namespace) -> int:
             from ti_slurm.terminal import raw
 
             raw(sys.stdout).write("\x1b[H\x1b[J")  # top's own: the screen cleared for the next table
-        print(screen if sys.stdout.isatty() else screen + "\n", flush=True)
+            print(screen, flush=True)
+        else:
+            print(screen + "\n", flush=True)
         try:
             import time
 

@@ -738,9 +738,7 @@ def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     p = Path(path)
     text = read_text_file(p, "spec")
     try:
-        data = read_document(text, p, JobSpec)
-    except RecursionError:
-        raise SpecError("spec", str(p), "nested too deeply") from None
+        data = read_document(text, p, JobSpec)  # nesting too deep is read_document's one line
     except ValueError as exc:  # e.g. an integer of thousands of digits
         raise SpecError("spec", str(p), f"invalid value: {str(exc).splitlines()[0][:100]}") from None
     return parse_spec(data)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 import time
 import uuid
@@ -64,9 +65,7 @@ def grid_points(params: Mapping[str, Sequence[object]], where: str = "params") -
     for name, values in params.items():
         if isinstance(values, str) or not isinstance(values, Sequence) or not values:
             raise ConfigError(f"{where}.{name}", values, "expected a non-empty list of values")
-    count = 1
-    for values in params.values():
-        count *= len(values)
+    count = math.prod(len(values) for values in params.values())
     if count > MAX_POINTS:  # said before a point is made: a grid of millions would take minutes and gigabytes
         raise ConfigError(where, f"{count} points", f"at most {MAX_POINTS} points in one sweep")
     names = list(params)
