@@ -50,20 +50,10 @@ def make_plan(
         qos=spec.qos,
         time=spec.time,
         sbatch=dict(spec.sbatch),
-        dependency=dependency(spec),
+        dependency=spec.after.dependency if spec.after else "",
         notify=tuple(n.as_plan() for n in spec.notify) if site.notify else (),
         submission=submission,
     )
-
-
-def dependency(spec: JobSpec) -> str:
-    """Slurm's ``--dependency`` for the spec's ``after:`` ("" without one); ``sbatch.dependency`` beside it is
-    refused: two answers to one question."""
-    if spec.after is None:
-        return ""
-    if "dependency" in spec.sbatch:
-        raise SpecError("sbatch.dependency", spec.sbatch["dependency"], "after: already says what the job waits for")
-    return spec.after.dependency
 
 
 def components(spec: JobSpec) -> tuple[Component, ...]:

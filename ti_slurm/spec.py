@@ -47,6 +47,7 @@ from ti_slurm.core.environ import MAX_ENV_STRING
 from ti_slurm.core.plan import Component
 from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
+from ti_slurm.slurm.request import refusal
 
 # the spec fields that give a role its own resources, in any mode (each mode takes some of them)
 ROLE_FIELDS = ("ps", "worker", "head", "worker_groups")
@@ -59,14 +60,6 @@ _TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+|UNLIMITED|INFI
 _SBATCH_OPTION = re.compile(r"[a-z][a-z0-9-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MOUNT_UNSAFE = re.compile(r"[\s:\x00-\x1f\x7f]")  # enroot's --mount splits on ':' and then on spaces
-
-# sbatch options ti-slurm sets itself; `sbatch:` may not set them.
-MANAGED_SBATCH_OPTIONS = frozenset(
-    (
-        "nodes ntasks ntasks-per-node cpus-per-task gres gpus gpus-per-node mem partition account qos time "
-        "job-name output error chdir export export-file wrap hetjob het-group array parsable wait open-mode comment"
-    ).split()
-)
 
 
 def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | None:
@@ -539,14 +532,16 @@ class JobSpec(_Strict):
     @field_validator("sbatch")
     @classmethod
     def _sbatch(cls, v: dict[str, str | int | bool]) -> dict[str, str | int | bool]:
+        # what ti-slurm asks Slurm for, and what would undo it or break the job: every such key named at once
+        refused = {key: why for key in v if _SBATCH_OPTION.fullmatch(key) and (why := refusal(key))}
+        if len(refused) == 1:
+            key, why = next(iter(refused.items()))
+            raise SpecError(f"sbatch.{key}", v[key], why)
+        if refused:
+            raise SpecError("sbatch", {key: v[key] for key in refused}, "; ".join(refused.values()))
         for key, value in v.items():
             if not _SBATCH_OPTION.fullmatch(key):
                 raise ValueError(f"{key!r} is not an sbatch long option name (write it without '--')")
-            if key in MANAGED_SBATCH_OPTIONS:
-                raise ValueError(f"--{key} is set by ti-slurm from the spec; use the spec's own field")
-            shortened = sorted(m for m in MANAGED_SBATCH_OPTIONS if m.startswith(key))
-            if shortened:  # sbatch takes any unambiguous prefix of a long option: --partit is --partition
-                raise ValueError(f"--{key} is what sbatch reads as --{shortened[0]}, which ti-slurm sets from the spec")
             if isinstance(value, str):
                 _reject_control(f"sbatch.{key}", value)
             if key in ("exclude", "nodelist"):  # a restarted job adds the nodes it lost to its own exclude

@@ -374,12 +374,14 @@ def test_a_ray_job_survives_a_preemption(tmp_path: Path, island: Island) -> None
 
 
 def test_a_requeue_slurm_refuses_ends_the_job_failed_with_its_reason(tmp_path: Path) -> None:
-    """As on a site with JobRequeue=0: here the job itself is made not requeueable (sbatch --no-requeue)."""
+    """As on a site with JobRequeue=0: here the job itself is made not requeueable once submitted (as an admin's
+    ``scontrol update`` would; a spec's ``sbatch: {no-requeue: true}`` is refused beside restart)."""
     spec = api_spec(
-        tmp_path, mode="ddp", nodes=1, command="exit 3", restart={"max": 2, "on": ["failure"]},
-        sbatch={"no-requeue": True},
+        tmp_path, mode="ddp", nodes=1, command="sleep 3; exit 3", restart={"max": 2, "on": ["failure"]},
     )  # fmt: skip
-    final = ti_slurm.submit(spec).wait(timeout=120)
+    job = ti_slurm.submit(spec)
+    subprocess.run(["scontrol", "update", f"JobId={job.id}", "Requeue=0"], check=True)
+    final = job.wait(timeout=120)
     assert final.state is JobState.FAILED and attempts(final) == [("FAILED", False)]
     assert final.reason.startswith("ddp node node0") and "exited 3; Slurm refused to requeue the job: " in final.reason
 

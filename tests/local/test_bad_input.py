@@ -65,6 +65,12 @@ NESTED = json.dumps({**BASE, "env": {"A": [[[[[[[[[[[[[[[[[["x"]]]]]]]]]]]]]]]]]
             "mode: ddp\nnodes: 1\ncommand: x\nrestart: {on: [failure], in_place: -1}\n",
             "restart.in_place",
         ),
+        (  # sbatch takes the last of two equal options: these would drop the checkpoint signal and the requeue
+            "sbatch-undoes-restart.yaml",
+            "mode: ddp\nnodes: 1\ncommand: x\nrestart: {max: 2}\nsbatch: {signal: 'B:USR1@30', no-requeue: true}\n",
+            "--signal: ti-slurm sets it for the checkpoint signal before the time limit (signal, restart); "
+            "--no-requeue: it undoes --requeue, which ti-slurm sets for requeueing a preempted or failed job (restart)",
+        ),
         (
             "spare-no-restart.yaml",
             "mode: ddp\nnodes: 2\ncommand: x\nspare_nodes: 1\n",

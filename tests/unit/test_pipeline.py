@@ -44,7 +44,10 @@ def test_a_heterogeneous_job_waits_as_one(write_spec) -> None:
         ("after: {jobs: [12ab]}\n", "after.jobs: ['12ab']: Value error, '12ab' is not a Slurm job id"),
         ("after: {jobs: []}\n", "after.jobs: []: List should have at least 1 item after validation, not 0"),
         ("after: {jobs: [1], when: done}\n", "after.when: 'done': Input should be 'ok', 'failed' or 'any'"),
-        ("after: {jobs: [1]}\nsbatch: {dependency: 'afterok:2'}\n", "sbatch.dependency: 'afterok:2': after: already"),
+        (
+            "after: {jobs: [1]}\nsbatch: {dependency: 'afterok:2'}\n",
+            "sbatch.dependency: 'afterok:2': --dependency: ti-slurm sets it for what the job waits",
+        ),
     ],
 )
 def test_a_bad_after_is_one_line(write_spec, text: str, line: str) -> None:

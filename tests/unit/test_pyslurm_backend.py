@@ -89,9 +89,9 @@ def test_an_sbatch_option_pyslurm_cannot_set_is_one_line() -> None:
     )
     with pytest.raises(ConfigError, match="takes a value"):
         sbatch_fields({"exclude": True}, KNOWN)
-    assert sbatch_fields({"exclude": "node01", "no-requeue": True, "contiguous": False}, KNOWN) == {
+    assert sbatch_fields({"exclude": "node01", "exclusive": True, "contiguous": False}, KNOWN) == {
         "excluded_nodes": "node01",
-        "is_requeueable": False,
+        "resource_sharing": "no",
     }
 
 

@@ -87,7 +87,7 @@ def test_a_site_that_allows_expedited_requeue_asks_slurm_for_it_on_jobs_with_res
     roles: dict[str, Any] = {"mode": "ps-worker", "command": "x", "ps": {"nodes": 1}, "worker": {"nodes": 2}}
     assert "--requeue" not in render(make_plan(parse_spec(roles), site))  # no restarts: nothing to requeue
     restarting = parse_spec(roles | {"restart": {"max": 2}})
-    assert render(make_plan(restarting, site)).count("#SBATCH --requeue=expedite\n") == 2  # each component
+    assert render(make_plan(restarting, site)).count('#SBATCH --requeue="expedite"\n') == 2  # each component
     assert "--requeue=expedite" not in render(make_plan(restarting))  # the site's choice, off by default
     with pytest.raises(ConfigError) as err:
         parse_site_config({"expedited_requeue": "yes"})

@@ -83,12 +83,15 @@ class FakeSlurm:
 
 def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from ti_slurm.core.plan import Component, JobPlan
+    from ti_slurm.script import render
 
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
-    info = SlurmBackend(LocalTransport(runner)).submit(plan, "#!/bin/bash\n", check_fit=False)
+    script = render(plan)
+    info = SlurmBackend(LocalTransport(runner)).submit(plan, script, check_fit=False)
     assert (tmp_path / "out").is_dir()
-    assert runner.calls == [(["sbatch", "--parsable", "--comment=ti-slurm:s1"], "#!/bin/bash\n")]
+    assert runner.calls == [(["sbatch", "--parsable"], script)]
+    assert '#SBATCH --comment="ti-slurm:s1"' in script.splitlines()
     assert (info.job_id, info.job_dir, info.state) == ("4242", str(tmp_path / "out" / "4242"), "PENDING")
 
 

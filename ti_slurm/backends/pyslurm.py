@@ -7,8 +7,8 @@ running Slurm and otherwise refuses with one line naming the backend to use.
 What it asks of Slurm, and how:
 
 - submit: a :class:`pyslurm.JobSubmitDescription` made from the plan by
-  :func:`job_description` (the same options :mod:`ti_slurm.script` writes as
-  ``#SBATCH`` lines; the rendered script is the job's batch script).
+  :func:`job_description` (the options :mod:`ti_slurm.slurm.request` decides, which
+  :mod:`ti_slurm.script` writes as ``#SBATCH`` lines; the rendered script is the job's batch script).
   pyslurm has no call for heterogeneous jobs, so those (ps-worker, ray) are
   still submitted with ``sbatch``: the one command this backend runs.
 - status and list: one ``slurm_load_jobs`` RPC for all of the user's jobs.
@@ -33,7 +33,7 @@ from ti_slurm.core.environ import job_environment, leaking
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.errors import BackendError, ConfigError, SubmissionError
-from ti_slurm.script import array_range, batch_output_pattern, slurm_filename
+from ti_slurm.slurm.request import MANAGED, Value, component_options
 from ti_slurm.transports import run_local
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
@@ -83,60 +83,70 @@ def import_pyslurm() -> Any:
 def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], known: frozenset[str]) -> dict[str, Any]:
     """The fields of a :class:`pyslurm.JobSubmitDescription` for a single-component ``plan`` (pure).
 
-    The same options :func:`ti_slurm.script.render` writes as ``#SBATCH`` lines. ``known`` is
-    the set of sbatch option names pyslurm can set (``plan.sbatch`` may only use those; see
-    :func:`sbatch_fields`).
+    The options :func:`ti_slurm.slurm.request.component_options` decides (the script's ``#SBATCH``
+    lines), each as pyslurm's field. ``known``: the fields pyslurm has; the spec's ``sbatch:`` options
+    may only use those (see :func:`sbatch_fields`).
     """
-    comp = plan.components[0]
     fields: dict[str, Any] = {
         "script": script,
-        "name": plan.name,
-        "standard_output": f"{slurm_filename(plan.output_dir)}/{batch_output_pattern(plan)}",
-        "nodes": comp.node_request if comp.elastic else comp.allocated,  # a range as sbatch writes it: "6-8"
-        "cpus_per_task": comp.cpus_per_node,
         "environment": job_environment(environ),
         "working_directory": os.getcwd(),
     }
-    if not comp.elastic:  # a range: one task per node of what Slurm gives (ntasks_per_node would give the fewest)
-        fields.update(ntasks=comp.allocated, ntasks_per_node=1)
-    if plan.submission:
-        fields["comment"] = f"ti-slurm:{plan.submission}"
-    gres = plan.gres_per_node(comp)
-    if gres:
-        fields["gres_per_node"] = gres
-    if comp.mem:
-        fields["memory_per_node"] = comp.mem
-    partition = comp.partition or plan.partition
-    if partition:
-        fields["partitions"] = [partition]
-    for name in ("account", "qos"):
-        if getattr(plan, name):
-            fields[name] = getattr(plan, name)
-    if plan.time:
-        fields["time_limit"] = plan.time
-    if plan.checkpoint_signal:  # B: the batch step only, as in the script's --signal line
-        number = signal.Signals[f"SIG{plan.checkpoint_signal}"].value
-        fields["signal"] = {"signal": number, "time": plan.signal_before, "batch_only": True}
-    if plan.restart_max > 0:  # (pyslurm 25.11 has no field for --requeue=expedite: these requeue as usual)
-        fields["is_requeueable"] = True
-        fields["log_files_open_mode"] = "append"
-    if plan.points:  # a sweep: as the script's --array
-        fields["array"] = array_range(plan)
-    if plan.dependency:  # as the script's --dependency and --kill-on-invalid-dep=yes
-        fields.update(dependencies=plan.dependency, kill_on_invalid_dependency=True)
-    if plan.outlives_a_lost_node:  # as the script's --no-kill: a lost node leaves the allocation, the job goes on
-        fields["kill_on_node_fail"] = False
+    options = component_options(plan, 0)
+    for name, value in options.items():
+        if name in MANAGED:
+            fields.update(own_fields(name, value, options))
     fields.update(sbatch_fields(plan.sbatch, known))
     return fields
+
+
+# ti-slurm's own options (ti_slurm.slurm.request.MANAGED) that are one pyslurm field with the value as it is
+OWN_FIELDS: dict[str, str] = {
+    "job-name": "name",
+    "output": "standard_output",
+    "comment": "comment",
+    "array": "array",
+    "dependency": "dependencies",
+    "cpus-per-task": "cpus_per_task",
+    "mem": "memory_per_node",
+    "account": "account",
+    "qos": "qos",
+    "time": "time_limit",
+    "open-mode": "log_files_open_mode",
+}
+
+
+def own_fields(name: str, value: Value, options: Mapping[str, Value]) -> dict[str, Any]:
+    """pyslurm's fields for one of ti-slurm's own options (``options``: the component's others)."""
+    if name in OWN_FIELDS:
+        return {OWN_FIELDS[name]: value}
+    text = str(value)
+    if name == "nodes":  # a count, or a range as sbatch writes it: "6-8"
+        return {"nodes": int(text) if text.isdigit() else text}
+    if name == "ntasks-per-node":  # only beside a count of nodes (never a range)
+        return {"ntasks_per_node": int(text), "ntasks": int(str(options["nodes"])) * int(text)}
+    if name == "gres":  # gpu:8,npu:4
+        return {"gres_per_node": {kind: int(count) for kind, _, count in (g.rpartition(":") for g in text.split(","))}}
+    if name == "partition":
+        return {"partitions": [text]}
+    if name == "signal":  # B:USR2@120: the batch step only
+        scope, _, rest = text.rpartition(":")
+        sig, _, before = rest.partition("@")
+        number = signal.Signals[f"SIG{sig}"].value
+        return {"signal": {"signal": number, "time": int(before), "batch_only": scope == "B"}}
+    if name == "kill-on-invalid-dep":
+        return {"kill_on_invalid_dependency": text == "yes"}
+    if name == "requeue":  # (pyslurm 25.11 has no field for --requeue=expedite: these requeue as usual)
+        return {"is_requeueable": True}
+    if name == "no-kill":  # a lost node leaves the allocation, the job goes on
+        return {"kill_on_node_fail": False}
+    raise AssertionError(f"--{name}: ti-slurm asks for it, and the pyslurm backend does not say how")
 
 
 # sbatch options (the spec's `sbatch:` table) pyslurm sets with a fixed value: option -> (field, value)
 FLAG_FIELDS: dict[str, tuple[str, object]] = {
     "exclusive": ("resource_sharing", "no"),
     "oversubscribe": ("resource_sharing", "yes"),
-    "requeue": ("is_requeueable", True),
-    "no-requeue": ("is_requeueable", False),
-    "no-kill": ("kill_on_node_fail", False),
     "contiguous": ("requires_contiguous_nodes", True),
     "overcommit": ("overcommit", True),
     "spread-job": ("spreads_over_nodes", True),
@@ -150,16 +160,11 @@ FLAG_FIELDS: dict[str, tuple[str, object]] = {
 # ... and those that take the spec's value as it is (as sbatch would read it): option -> field
 VALUE_FIELDS: dict[str, str] = {
     "begin": "begin_time",
-    "chdir": "working_directory",
     "constraint": "constraints",
     "cpus-per-gpu": "cpus_per_gpu",
     "deadline": "deadline",
-    "dependency": "dependencies",
     "distribution": "distribution",
-    "error": "standard_error",
     "exclude": "excluded_nodes",
-    "gpus": "gpus",
-    "gpus-per-node": "gpus_per_node",
     "gpus-per-task": "gpus_per_task",
     "licenses": "licenses",
     "mail-type": "mail_types",

@@ -149,6 +149,10 @@ def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, r
     info.nodes = ",".join(x for x in (info.nodes, entry.nodes) if x)
 
 
+# the script comes on stdin; it carries every option, the submission's comment included (ti_slurm.slurm.request)
+SBATCH_ARGV = ("sbatch", "--parsable")
+
+
 class SlurmBackend(SubmitsInOneStep):
     """The Slurm command-line tools, here or through a runner (SSH)."""
 
@@ -160,13 +164,6 @@ class SlurmBackend(SubmitsInOneStep):
 
     def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
         return checked_stdout(self.run(argv, stdin), argv[0])
-
-    def sbatch_argv(self, submission: str) -> list[str]:
-        """``sbatch --parsable``, tagged with the submission id (the script comes on stdin)."""
-        argv = ["sbatch", "--parsable"]
-        if submission:
-            argv.append(f"--comment=ti-slurm:{submission}")
-        return argv
 
     def _info(self, job_id: str, plan: JobPlan) -> JobInfo:
         job_dir = JobPaths.of(plan.output_dir, job_id).root
@@ -180,7 +177,7 @@ class SlurmBackend(SubmitsInOneStep):
         if check_fit:
             refuse_unfit(plan, self.fresh_partitions(), self.sinfo, self.partitions_key())
         make_output_dir(plan.output_dir)
-        return self._info(self.sbatch(self.sbatch_argv(plan.submission), script), plan)
+        return self._info(self.sbatch(SBATCH_ARGV, script), plan)
 
     def sinfo(self) -> str:
         """The partitions, as :func:`~ti_slurm.queue.parse_sinfo` reads them."""

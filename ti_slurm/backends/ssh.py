@@ -9,6 +9,7 @@ from typing import Any
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.slurm import (
+    SBATCH_ARGV,
     SINFO_FORMAT,
     SlurmBackend,
     checked_stdout,
@@ -18,6 +19,7 @@ from ti_slurm.backends.slurm import (
 from ti_slurm.core.environ import KEPT, LEAKING_PREFIXES
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.errors import BackendError, SpecError, SubmissionError
+from ti_slurm.slurm.request import submission_comment
 from ti_slurm.transports.ssh import SSHSession
 
 SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
@@ -45,7 +47,7 @@ class SSHBackend(SlurmBackend):
         """Create the output directory and sbatch the script from stdin: one round trip."""
         return self.finish_submit(self.begin_submit(plan.submission, plan.python), plan, script, check_fit)
 
-    def submit_argv(self, submission: str, python: str) -> list[str]:
+    def submit_argv(self, python: str) -> list[str]:
         """The remote half of a submit: a shell that tells the partitions and what the job's Python
         says of ti-slurm, then waits for its input.
 
@@ -70,7 +72,7 @@ class SSHBackend(SlurmBackend):
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
             script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
         head = [SINFO_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
-        return ["sh", "-c", script, "sh", *head, *self.sbatch_argv(submission)]
+        return ["sh", "-c", script, "sh", *head, *SBATCH_ARGV]
 
     def partitions_key(self) -> str:
         return f"partitions-{self.name}-{self.session.target.alias}"
@@ -78,7 +80,7 @@ class SSHBackend(SlurmBackend):
     def begin_submit(self, submission: str, python: str) -> Any:
         """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`);
         ``python`` is the job's Python, whose ti-slurm it checks."""
-        return self.session.start(self.submit_argv(submission, python))
+        return self.session.start(self.submit_argv(python))
 
     def upload(self, local: str, remote: str) -> int:
         from ti_slurm.transports.sync import sync_tree
@@ -88,7 +90,7 @@ class SSHBackend(SlurmBackend):
     def abort_submit(self, channel: Any) -> None:
         """End a started submit without input: its shell exits by itself and submits nothing."""
         with contextlib.suppress(BackendError):
-            self.session.finish(channel, self.submit_argv("", ""), None)
+            self.session.finish(channel, self.submit_argv(""), None)
         self.session.close()
 
     def finish_submit(
@@ -115,7 +117,7 @@ class SSHBackend(SlurmBackend):
             except SubmissionError:
                 self.abort_submit(channel)
                 raise
-        argv = self.submit_argv(plan.submission, plan.python)
+        argv = self.submit_argv(plan.python)
         stdin = f"{plan.output_dir}\n{submit_input(plan, script, code_ignore)}"
         try:
             answer = refused_code(self.session.finish(channel, argv, stdin))
@@ -125,7 +127,7 @@ class SSHBackend(SlurmBackend):
                 raise
             self.session.close()
             self.session.connect()
-            found = self.find_by_comment(f"ti-slurm:{plan.submission}")
+            found = self.find_by_comment(submission_comment(plan.submission))
             job_id = found or self.sbatch(argv, stdin)
         info = self._info(job_id, plan)
         info.host = self.session.target.alias
