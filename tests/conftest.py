@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,41 @@ def write_spec(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture
+def fake_dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Node names resolve as this table says (``gpu001``..``gpu019`` -> ``10.1.0.N``), through the call the job
+    path resolves with; a test may add names or change addresses."""
+    addresses = {f"gpu{i:03d}": f"10.1.0.{i}" for i in range(1, 20)}
+    monkeypatch.setattr("_socket.gethostbyname", lambda name: addresses[name])
+    return addresses
+
+
+SmallDisk = Callable[..., Path]  # the small_disk fixture: small_disk(size, name, full) -> the mounted folder
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """Make a filesystem of its own: ``small_disk("2m")`` mounts a tmpfs of that size under ``tmp_path`` (root
+    only; the test is skipped elsewhere), ``full=True`` fills it first; each is unmounted after the test."""
+    mounted: list[Path] = []
+
+    def make(size: str = "2m", name: str = "disk", full: bool = False) -> Path:
+        disk = tmp_path / name
+        disk.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], check=False).returncode:
+            pytest.skip("cannot mount a tmpfs here (needs root)")
+        mounted.append(disk)
+        if full:
+            with open(disk / "filler", "wb") as fh, contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"x" * 65536)
+        return disk
+
+    yield make
+    for disk in mounted:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @pytest.fixture
@@ -106,7 +143,7 @@ def slurm_conf() -> Path:
 
 def slurm_version() -> tuple[int, int]:
     """The version of the Slurm commands on PATH: (22, 5) or (25, 11)."""
-    from ti_slurm.backends.slurm import parse_version
+    from ti_slurm.slurm.text import parse_version
 
     return parse_version(subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=False).stdout)
 

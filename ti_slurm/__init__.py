@@ -36,13 +36,13 @@ _LAZY = {
     "JobState": "ti_slurm.core.states",
     "JobSpec": "ti_slurm.spec",
     "JobPlan": "ti_slurm.core.plan",
-    "TiSlurmError": "ti_slurm.errors",
-    "InputError": "ti_slurm.errors",
-    "SpecError": "ti_slurm.errors",
-    "ConfigError": "ti_slurm.errors",
-    "SubmissionError": "ti_slurm.errors",
-    "BackendError": "ti_slurm.errors",
-    "UnknownJobError": "ti_slurm.errors",
+    "TiSlurmError": "ti_slurm.core.errors",
+    "InputError": "ti_slurm.core.errors",
+    "SpecError": "ti_slurm.core.errors",
+    "ConfigError": "ti_slurm.core.errors",
+    "SubmissionError": "ti_slurm.core.errors",
+    "BackendError": "ti_slurm.core.errors",
+    "UnknownJobError": "ti_slurm.core.errors",
 }
 __all__ = [
     "AttemptStatus",
@@ -73,9 +73,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ti_slurm.client import Job, get_job, jobs, load, plan, render, submit
-    from ti_slurm.core.plan import JobPlan
-    from ti_slurm.core.states import JobState
-    from ti_slurm.errors import (
+    from ti_slurm.core.errors import (
         BackendError,
         ConfigError,
         InputError,
@@ -84,6 +82,8 @@ if TYPE_CHECKING:
         TiSlurmError,
         UnknownJobError,
     )
+    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.core.states import JobState
     from ti_slurm.spec import JobSpec
     from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
     from ti_slurm.sweeps import Sweep, SweepStatus, get_sweep, sweep

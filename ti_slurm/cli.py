@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ti_slurm.core.choices import NAMED_BACKENDS
-from ti_slurm.errors import ConfigError, TiSlurmError
+from ti_slurm.core.errors import ConfigError, TiSlurmError
 from ti_slurm.job.modes import mode_names
 from ti_slurm.job.platforms import get_platform, platform_names
 from ti_slurm.version import __version__

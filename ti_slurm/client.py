@@ -14,7 +14,7 @@
     ti_slurm.render("job.yaml"); ti_slurm.plan("job.yaml")
 
 The CLI is a thin layer over these functions. Every error a user can cause
-is a :class:`~ti_slurm.errors.TiSlurmError` with the one-line message the CLI
+is a :class:`~ti_slurm.core.errors.TiSlurmError` with the one-line message the CLI
 prints.
 """
 
@@ -29,11 +29,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
+from ti_slurm.core.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
 from ti_slurm.spec import JobSpec, load_spec, parse_spec, with_after
 from ti_slurm.status import JobStatus, job_status
 
@@ -82,7 +82,7 @@ def open_backend(
 
 def default_backend() -> str:
     """The backend used when none is named: the site config's ``backend`` (``slurm`` unless the admin chose)."""
-    from ti_slurm.site import load_site_config
+    from ti_slurm.core.site import load_site_config
 
     return load_site_config().backend
 
@@ -207,7 +207,7 @@ def remember_job(info: JobInfo, backend: Backend) -> None:
         import warnings
 
         # a Slurm job is found again by its id (the controller knows its directory); a local one only by its record
-        follow = "follow it by its id" if backend.name != "local" else f"its files are in {info.job_dir}"
+        follow = "follow it by its id" if backend.finds_jobs_by_id else f"its files are in {info.job_dir}"
         warnings.warn(
             f"job {info.job_id} is submitted, but recording it in {exc.filename or 'the registry'} failed "
             f"({exc.strerror}); {follow}",
@@ -350,6 +350,8 @@ class _Follower:
                 time.sleep(1.0)
                 events = read_events(job.backend, job.info)
         status = job_status(job.info, events, self.queued)
+        if not events and (status.state.is_terminal or status.state is JobState.UNKNOWN) and job.directory_gone():
+            status.reason = f"its job directory {job.job_dir} is gone (deleted while the job ran?): {status.reason}"
         if status.state.is_terminal and job.job_dir:  # ended, and its record did not say so: the batch output may
             job.add_batch_output(status)
         if status.state is JobState.RUNNING and status.components and not self.seen_running:
@@ -408,26 +410,17 @@ class Job:
         (:func:`ti_slurm.status.progress_line`). Past ``timeout`` seconds, a
         :class:`TimeoutError` is raised and the job keeps running.
         """
+        from ti_slurm.queue import follow_until_settled
         from ti_slurm.status import progress_line
 
         if timeout is not None and (not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0):
             raise ConfigError("timeout", timeout, "expected seconds (a number, 0 or more), or None: until it ends")
         follower = _Follower(self)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay, last = 0.2, ""
-        while True:
-            status = follower.status()
-            line = progress_line(status)
-            if line != last:
-                last = line
-                if on_change is not None:
-                    on_change(status)
-            if status.settled:
-                return status
-            if deadline is not None and time.monotonic() + delay > deadline:
-                raise TimeoutError(f"job {self.id} is still {status.state} after {timeout}s")
-            time.sleep(delay)
-            delay = min(delay * 1.5, RECORD_POLL_MAX)
+
+        def stuck(status: JobStatus) -> str:
+            return f"job {self.id} is still {status.state} after {timeout}s"
+
+        return follow_until_settled(follower.status, progress_line, on_change, timeout, stuck, (0.2, RECORD_POLL_MAX))
 
     def usage(self, status: JobStatus | None = None) -> list[Any]:
         """What each node of the latest attempt used (:class:`ti_slurm.usage.NodeUsage`: CPU, memory, GPUs), as
@@ -531,11 +524,15 @@ class Job:
             if not full:
                 return
 
+    def directory_gone(self) -> bool:
+        """Whether the job's directory is gone (its plan, written at submit, is no longer there)."""
+        return bool(self.job_dir) and self.backend.read_text(JobPaths(self.job_dir).plan) is None
+
     def add_batch_output(self, status: JobStatus, lines: int = 20) -> None:
         """Where the batch script's own output is, and its last lines (the job ended without a final record:
         the cause, say a Python without ti-slurm or a full disk, is there)."""
         paths = JobPaths(self.job_dir)
-        path = paths.supervisor_log if self.backend.name == "local" else paths.batch_output
+        path = self.backend.batch_log(paths)
         tail = self.last_lines(path, lines)
         if tail:
             status.batch_output, status.batch_tail = path, tail

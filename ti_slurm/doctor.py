@@ -14,7 +14,18 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ti_slurm.errors import TiSlurmError
+from ti_slurm.core.errors import TiSlurmError
+from ti_slurm.slurm.text import (
+    NODE_ADDRESSES_FORMAT,
+    PARTITIONS_FORMAT,
+    Partition,
+    conf_lines,
+    parse_config,
+    parse_node_pairs,
+    parse_partitions,
+    parse_version,
+    read_conf,
+)
 
 
 @dataclass
@@ -36,8 +47,8 @@ def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str]:
 
 
 def run_checks() -> list[Check]:
+    from ti_slurm.core.site import SiteConfig, load_site_config
     from ti_slurm.hooks import rdma_port_problems
-    from ti_slurm.site import SiteConfig, load_site_config
 
     checks: list[Check] = []
     try:
@@ -70,8 +81,6 @@ def run_checks() -> list[Check]:
 
 
 def slurm_version_check() -> Check:
-    from ti_slurm.backends.slurm import parse_version
-
     code, out = _run(["sinfo", "--version"])
     if code != 0:
         return Check("slurm", False, out, "all")
@@ -84,16 +93,20 @@ def slurm_version_check() -> Check:
 
 
 def partition_checks(rdma_partitions: Sequence[str]) -> list[Check]:
-    code, out = _run(["sinfo", "-h", "-o", "%R %D %G"])
-    if code != 0 or not out:
+    code, out = _run(["sinfo", "-h", "-o", PARTITIONS_FORMAT])
+    partitions = parse_partitions(out) if code == 0 else {}
+    if not partitions:
         return [Check("partitions", False, out or "no partitions", "all")]
-    rows = [line.split(None, 2) for line in out.splitlines()]
-    parts = ", ".join(f"{p}{' (rdma)' if p in rdma_partitions else ''}: {n} nodes, gres {g}" for p, n, g in rows)
+
+    def described(p: Partition) -> str:
+        gres = ",".join(f"{name}:{count}" for name, count in p.max_per_node.items()) or "none"
+        return f"{p.name}{' (rdma)' if p.name in rdma_partitions else ''}: {p.nodes} nodes, gres {gres}"
+
     checks = [
-        Check("partitions", True, parts),
-        Check("gpu gres", any("gpu" in g for _, _, g in rows), "GPU counts flow through gres", ""),
+        Check("partitions", True, ", ".join(described(p) for p in partitions.values())),
+        Check("gpu gres", any(p.max_gpus_per_node for p in partitions.values()), "GPU counts flow through gres", ""),
     ]
-    missing = [p for p in rdma_partitions if p not in {r[0] for r in rows}]
+    missing = [p for p in rdma_partitions if p not in partitions]
     if missing:
         checks.append(Check("rdma partitions", False, f"site config names unknown partitions: {missing}", "rdma"))
     return checks
@@ -101,21 +114,15 @@ def partition_checks(rdma_partitions: Sequence[str]) -> list[Check]:
 
 def node_name_checks() -> list[Check]:
     """The preflight's check: this node resolves the nodes as the controller addresses them."""
-    code, out = _run(["sinfo", "-N", "-h", "-o", "%N %o"])
+    code, out = _run(["sinfo", "-N", "-h", "-o", NODE_ADDRESSES_FORMAT])
     if code != 0 or not out:
         return []
     from ti_slurm.job.preflight import resolution_mismatch
 
-    addresses = {n: a for n, a in (line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)}
+    addresses = parse_node_pairs(out)
     by_ip = {n: a for n, a in addresses.items() if a.replace(".", "").isdigit()}
     found = resolution_mismatch(list(by_ip), by_ip, "the controller has")
     return [Check("node names", found is None, found or f"{len(by_ip)} node addresses agree", "all")]
-
-
-def parse_config(text: str) -> dict[str, str]:
-    """``scontrol show config`` as ``{key: value}`` (``SLURM_CONF``, ``AuthType``, ...)."""
-    pairs = (line.partition("=") for line in text.splitlines())
-    return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip()}
 
 
 def expedited_requeue_check(asked: bool, slurmctld_parameters: str) -> Check:
@@ -152,7 +159,7 @@ def container_checks(default_runtime: str, slurm_conf: str = "") -> list[Check]:
     import os
     import shlex
 
-    from ti_slurm.job.container import oci_conf_path, read_oci_conf
+    from ti_slurm.job.container import oci_conf_path
 
     env = dict(os.environ)
     if slurm_conf and not env.get("SLURM_CONF"):
@@ -166,7 +173,7 @@ def container_checks(default_runtime: str, slurm_conf: str = "") -> list[Check]:
         detail = f"{out}: specs with container runtime pyxis cannot run here"
     checks = [Check("container: pyxis", code == 0, detail + mark.get("pyxis", ""))]
     conf = oci_conf_path(env)
-    run = read_oci_conf(conf).get("RunTimeRun", "")
+    run = read_conf(conf).get("RunTimeRun", "")
     program = shlex.split(run)[0] if run else ""
     usable = bool(run) and shutil.which(program) is not None
     if not run:
@@ -189,12 +196,7 @@ def _pyxis_plugin(plugstack: str) -> str:
         if path in seen:
             continue
         seen.add(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
+        for line in conf_lines(path):
             words = line.split()
             if words[:1] == ["include"] and len(words) > 1:
                 todo += glob.glob(words[1])

@@ -29,7 +29,7 @@ import syslog
 import time
 from collections.abc import Mapping
 
-from ti_slurm.site import SiteConfig, load_site_config
+from ti_slurm.core.site import SiteConfig, load_site_config
 
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\$?", re.I)

@@ -27,9 +27,9 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 
+from ti_slurm.core.errors import SpecError
 from ti_slurm.core.files import private_dir, write_atomic
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.errors import SpecError
 
 STORE = ".ti-slurm-code"  # <output_dir>/.ti-slurm-code-<uid>: see store_of
 ALWAYS_OUT = (".git", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints")

@@ -14,10 +14,10 @@ import sys
 from typing import Any
 
 from ti_slurm.core.environ import MAX_ENV_STRING
+from ti_slurm.core.errors import ConfigError, SpecError
 from ti_slurm.core.plan import Component, JobPlan
-from ti_slurm.errors import ConfigError, SpecError
+from ti_slurm.core.site import SiteConfig, load_site_config
 from ti_slurm.job.modes import get_mode
-from ti_slurm.site import SiteConfig, load_site_config
 from ti_slurm.spec import JobSpec, PreflightSpec
 
 

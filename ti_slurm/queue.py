@@ -21,17 +21,58 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import asdict
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ti_slurm.backends.base import Backend, JobInfo
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
+from ti_slurm.slurm.text import Partition, time_minutes
 
 FOLLOW_FIRST = 2.0  # seconds before a follower first asks the queue again ...
 FOLLOW_MAX = 60.0  # ... backing off to about once a minute
 RECORD_STALE = 150.0  # a running job's record silent this long (its supervisor writes a line a minute): ask
 SHARED_MAX_AGE = 5.0  # a one-shot `status`/`list` takes an answer this fresh from another process
+
+
+class Settles(Protocol):
+    """A status that says whether what it follows has ended for good (a job's, a sweep's)."""
+
+    @property
+    def settled(self) -> bool: ...
+
+
+S = TypeVar("S", bound=Settles)
+
+
+def follow_until_settled(
+    read: Callable[[], S],
+    line: Callable[[S], str],
+    on_change: Callable[[S], object] | None,
+    timeout: float | None,
+    stuck: Callable[[S], str],
+    pace: tuple[float, float] = (0.2, 1.0),
+) -> S:
+    """The one follow loop (``Job.wait``, ``Sweep.wait``, and through them the CLI's ``--wait`` and ``wait``):
+    ``read`` the status until it is settled, calling ``on_change`` whenever its ``line`` changes; reads are
+    ``pace`` apart (the first gap, growing by half up to the second). Past ``timeout`` seconds, a
+    :class:`TimeoutError` saying ``stuck(status)``. ``read`` decides when the queue is asked: reads are cheap
+    (a job's own record), the controller is not."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay, last = pace[0], ""
+    while True:
+        status = read()
+        now = line(status)
+        if now != last:
+            last = now
+            if on_change is not None:
+                on_change(status)
+        if status.settled:
+            return status
+        if deadline is not None and time.monotonic() + delay > deadline:
+            raise TimeoutError(stuck(status))
+        time.sleep(delay)
+        delay = min(delay * 1.5, pace[1])
 
 
 @runtime_checkable
@@ -168,75 +209,10 @@ def _write(path: str, taken: float, queued: dict[str, JobInfo]) -> None:
 
 
 # -- jobs that can never start ----------------------------------------------------
-@dataclass
-class Partition:
-    """What ``sinfo`` says of a partition (summed over its groups of alike nodes)."""
-
-    name: str
-    nodes: int
-    max_per_node: dict[str, int]  # GRES name -> the most one node of the partition has
-    max_minutes: int | None  # None: no limit
-    default: bool = False
-
-    @property
-    def max_gpus_per_node(self) -> int:
-        return self.max_per_node.get("gpu", 0)
-
-
-def slurm_minutes(text: str) -> int | None:
-    """A Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``) in whole minutes, rounded up;
-    ``None`` for no limit."""
-    if text.strip().upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", ""):
-        return None
-    days, _, rest = text.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
-        hours, minutes, seconds = [*parts, 0, 0][:3]
-    elif len(parts) == 3:
-        hours, minutes, seconds = parts
-    elif len(parts) == 2:
-        hours, (minutes, seconds) = 0, parts
-    else:
-        hours, minutes, seconds = 0, parts[0], 0
-    total = (int(days or 0) * 24 + hours) * 60 + minutes
-    return total + (1 if seconds else 0)
-
-
-def parse_sinfo(text: str) -> dict[str, Partition]:
-    """``sinfo -h -o '%P|%D|%G|%l'`` (a line per group of alike nodes) as partitions."""
-    out: dict[str, Partition] = {}
-    for line in text.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 4 or not fields[1].isdigit():
-            continue
-        name, nodes, gres, limit = fields
-        default = name.endswith("*")
-        name = name.rstrip("*")
-        counts = gres_counts(gres)
-        part = out.get(name)
-        if part is None:
-            out[name] = Partition(name, int(nodes), counts, slurm_minutes(limit), default)
-        else:
-            part.nodes += int(nodes)
-            for kind, count in counts.items():
-                part.max_per_node[kind] = max(part.max_per_node.get(kind, 0), count)
-    return out
-
-
-def gres_counts(gres: str) -> dict[str, int]:
-    """sinfo's ``%G`` of a group of nodes: ``gpu:8,npu:8``, ``gpu:a100:8(S:0-1)`` -> {name: count per node}."""
-    counts: dict[str, int] = {}
-    for item in gres.split(","):
-        words = item.split("(")[0].split(":")
-        if len(words) > 1 and words[-1].isdigit():
-            counts[words[0]] = counts.get(words[0], 0) + int(words[-1])
-    return counts
-
-
 def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
     """Why ``plan`` can never start on its partitions as they stand (``None`` when it can)."""
     default = next((p.name for p in partitions.values() if p.default), None)
-    limit = slurm_minutes(plan.time) if plan.time else None
+    limit = time_minutes(plan.time)
     for comp in plan.components:
         name = comp.partition or plan.partition or default
         if name is None:

@@ -1,7 +1,7 @@
 """The sbatch script of a :class:`~ti_slurm.core.plan.JobPlan` (pure: :func:`render`).
 
 What each component asks Slurm for is decided in :mod:`ti_slurm.slurm.request`; this writes it as
-``#SBATCH`` lines. The template lives in ``templates/sbatch/`` and renders with StrictUndefined.
+``#SBATCH`` lines. The template is ``ti_slurm/templates/job.sh.j2`` and renders with StrictUndefined.
 User text never becomes template source: it reaches the template only as
 data, and is quoted on the way out (``shq`` for shell words, ``sbatch_value``
 for ``#SBATCH`` lines). The plan itself travels as one line of JSON in a
@@ -21,10 +21,7 @@ from ti_slurm.core.plan import JobPlan
 from ti_slurm.slurm.request import component_options
 from ti_slurm.version import __version__
 
-_TEMPLATE_DIRS = (
-    Path(__file__).resolve().parent / "templates" / "sbatch",  # installed wheel
-    Path(__file__).resolve().parent.parent / "templates" / "sbatch",  # source checkout
-)
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def sbatch_value(value: object) -> str:
@@ -45,17 +42,14 @@ def sbatch_lines(plan: JobPlan, index: int) -> list[str]:
 
 @cache
 def _template() -> jinja2.Template:
-    for folder in _TEMPLATE_DIRS:
-        if (folder / "job.sh.j2").is_file():
-            env = jinja2.Environment(
-                loader=jinja2.FileSystemLoader(str(folder)),
-                undefined=jinja2.StrictUndefined,
-                autoescape=False,
-                keep_trailing_newline=True,
-            )
-            env.filters["shq"] = shlex.quote
-            return env.get_template("job.sh.j2")
-    raise FileNotFoundError("templates/sbatch/job.sh.j2 is missing from the installation")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    env.filters["shq"] = shlex.quote
+    return env.get_template("job.sh.j2")
 
 
 def render(plan: JobPlan) -> str:

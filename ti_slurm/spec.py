@@ -44,10 +44,11 @@ from ti_slurm.core.choices import (
     RESTART_CAUSES,
 )
 from ti_slurm.core.environ import MAX_ENV_STRING
+from ti_slurm.core.errors import SpecError
 from ti_slurm.core.plan import Component
-from ti_slurm.errors import SpecError
 from ti_slurm.job.modes import get_mode, mode_names
 from ti_slurm.slurm.request import refusal
+from ti_slurm.slurm.text import time_seconds
 
 # the spec fields that give a role its own resources, in any mode (each mode takes some of them)
 ROLE_FIELDS = ("ps", "worker", "head", "worker_groups")
@@ -82,15 +83,15 @@ def check_channels(inputs: dict[str, InputSpec]) -> None:
         seen[name.upper()] = name
 
 
-def leaves_the_platform_its_own(platform: str, env: dict[str, str]) -> None:
-    """A spec's ``env:`` may not set the variables its platform sets on every node (ModelArts' ``MA_*``)."""
-    from ti_slurm.job.platforms import get_platform
+def leaves_the_contract_its_own(mode: str, platform: str, env: dict[str, str]) -> None:
+    """A spec's ``env:`` may not set what the job's nodes get from the contract: the mode's variables, the
+    common ones, Slurm's and ti-slurm's own, the platform's (ModelArts' ``MA_*``); they would override it."""
+    from ti_slurm.job.contract import contract_setter
 
-    reserved = get_platform(platform).reserved_prefixes
     for key, value in env.items():
-        if key.startswith(reserved):
-            why = f"{key[: key.index('_') + 1]}* variables are set by platform {platform} on every node"
-            raise SpecError(f"env.{key}", value, why)
+        who = contract_setter(mode, platform, key)
+        if who:
+            raise SpecError(f"env.{key}", value, f"{who} on every node (a job's env: cannot change it)")
 
 
 def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
@@ -102,14 +103,6 @@ def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
     return value
 
 
-# variables ti-slurm sets on every node (the platforms' contract): an `env:` entry would be silently overridden
-CONTRACT_VARIABLES = frozenset(
-    (
-        "MASTER_ADDR MASTER_PORT WORLD_SIZE RANK NODE_LIST INDEX GPU_NUM GPU_NUM_PER_NODE NODE_IP_SLOT_LIST "
-        "TF_CONFIG HEAD_ADDR HEAD_PORT RAY_ADDRESS"
-    ).split()
-)
-CONTRACT_PREFIXES = ("SLURM_", "TI_SLURM_")
 MAX_SPEC_ENV = 1 << 20  # bytes of `env:` in all: half of Linux's usual ARG_MAX (2 MiB), the rest for everything else
 
 
@@ -514,8 +507,6 @@ class JobSpec(_Strict):
         for key, value in v.items():
             if not _ENV_NAME.fullmatch(key):
                 raise ValueError(f"{key!r} is not an environment variable name")
-            if key in CONTRACT_VARIABLES or key.startswith(CONTRACT_PREFIXES):
-                raise ValueError(f"{key} is set by ti-slurm on every node (the platform's contract and Slurm's own)")
             if "\x00" in value:
                 raise ValueError(f"the value of {key} holds a NUL byte")
             if len(key.encode()) + len(value.encode()) + 2 > MAX_ENV_STRING:
@@ -545,8 +536,8 @@ class JobSpec(_Strict):
             if isinstance(value, str):
                 _reject_control(f"sbatch.{key}", value)
             if key in ("exclude", "nodelist"):  # a restarted job adds the nodes it lost to its own exclude
+                from ti_slurm.core.errors import HostlistError
                 from ti_slurm.core.hostlist import expand
-                from ti_slurm.errors import HostlistError
 
                 try:
                     expand(str(value))
@@ -568,7 +559,7 @@ class JobSpec(_Strict):
         mode.check_spec(self)
         check_sizes(self)
         check_signal_fits_time(self)
-        leaves_the_platform_its_own(self.platform, self.env)
+        leaves_the_contract_its_own(self.mode, self.platform, self.env)
         check_channels(self.inputs)
         if self.processes == "per-npu" and not any(c.npus_per_node for c in mode.components(self)):
             raise SpecError("processes", self.processes, "one process per NPU needs npus_per_node")
@@ -599,7 +590,7 @@ class JobSpec(_Strict):
 
 def check_signal_fits_time(spec: JobSpec) -> None:
     """The checkpoint signal comes before the time limit, not at or after it."""
-    limit = time_limit_seconds(spec.time)
+    limit = time_seconds(spec.time)
     signal = spec.checkpoint_signal()
     if limit is not None and signal is not None and signal.before >= limit:
         raise SpecError("signal.before", signal.before, f"is not less than the time limit ({spec.time} = {limit} s)")
@@ -650,24 +641,6 @@ def node_fields(spec: JobSpec) -> list[str]:
 
 def _plain_range(comp: Component) -> dict[str, int]:
     return {"min": comp.fewest, "max": comp.nodes}
-
-
-def time_limit_seconds(text: str | None) -> int | None:
-    """A Slurm time limit in seconds (``None``: none given, or UNLIMITED; so is 0, as sbatch reads it)."""
-    if text is None or text.upper() in ("UNLIMITED", "INFINITE") or text.strip("0:-") == "":
-        return None
-    days, _, rest = text.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
-        parts += [0] * (3 - len(parts))
-        hours, minutes, seconds = parts
-    elif len(parts) == 1:  # MM
-        hours, minutes, seconds = 0, parts[0], 0
-    elif len(parts) == 2:  # MM:SS
-        hours, (minutes, seconds) = 0, parts
-    else:
-        hours, minutes, seconds = parts
-    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 MAX_DEPTH = 16  # a spec nests three levels; anything far deeper is not a spec

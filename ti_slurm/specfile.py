@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from ti_slurm.errors import SpecError
+from ti_slurm.core.errors import SpecError
 
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution), for plain scalars
 _CORE_SCHEMA: tuple[tuple[str, str, str], ...] = (

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ti_slurm.backends import Backend, JobInfo
+from ti_slurm.core.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.status import JobStatus
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
@@ -236,22 +236,19 @@ class Sweep:
         """Follow every point until all ended; the final status (failed points raise nothing). The points'
         records are read every few seconds; the queue is asked for all of them at once, backing off to once
         a minute. Past ``timeout`` seconds, a :class:`TimeoutError` (the points keep running)."""
-        from ti_slurm.queue import FOLLOW_FIRST, FOLLOW_MAX
+        from ti_slurm.queue import FOLLOW_FIRST, FOLLOW_MAX, follow_until_settled
 
-        deadline = None if timeout is None else time.monotonic() + timeout
-        interval, last = FOLLOW_FIRST, ""
-        while True:
-            status = self.status(max_age=interval)
-            line = summary_line(status)
-            if line != last and on_change is not None:
-                on_change(status)
-            last = line
-            if status.settled:
-                return status
-            if deadline is not None and time.monotonic() + SWEEP_POLL > deadline:
-                raise TimeoutError(f"sweep {self.id} has not ended after {timeout}s: {line}")
-            time.sleep(SWEEP_POLL)
+        interval = FOLLOW_FIRST / 2
+
+        def read() -> SweepStatus:  # the queue's answer may be older each time, backing off to once a minute
+            nonlocal interval
             interval = min(interval * 2, FOLLOW_MAX)
+            return self.status(max_age=interval)
+
+        def stuck(status: SweepStatus) -> str:
+            return f"sweep {self.id} has not ended after {timeout}s: {summary_line(status)}"
+
+        return follow_until_settled(read, summary_line, on_change, timeout, stuck, (SWEEP_POLL, SWEEP_POLL))
 
     def cancel(self) -> None:
         """Cancel every point still queued or running (a job array at once: ``scancel <array id>``)."""
@@ -319,14 +316,14 @@ def sweep(
         "submitted": time.time(),
         "params": sorted({n for p in grid for n in p}),
     }
-    if chosen.name == "local" and 0 < max_parallel < len(grid):
+    if not chosen.queues_jobs and 0 < max_parallel < len(grid):
         why = "the local backend runs every point at once: keeping to a number needs Slurm"
         raise ConfigError("max_parallel", max_parallel, why)
-    if chosen.name == "local" and len(grid) > LOCAL_MAX_POINTS:  # each point its nodes' processes, all at once
+    if not chosen.queues_jobs and len(grid) > LOCAL_MAX_POINTS:  # each point its nodes' processes, all at once
         why = f"the local backend runs every point at once: at most {LOCAL_MAX_POINTS}; sweep on Slurm for more"
         raise ConfigError("sweep", f"{len(grid)} points", why)
     submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway)
-    one_array = chosen.name != "local" and not _heterogeneous(job_spec)
+    one_array = chosen.job_arrays and not _heterogeneous(job_spec)
     infos = submit.as_array(record) if one_array else submit.each(record)
     _remember(record, infos, chosen)
     return Sweep(record, chosen)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ti_slurm.errors import ConfigError
+from ti_slurm.core.errors import ConfigError
 
 KEYS = {"remote": {"host"}, "notify": {"url", "on", "format"}}
 

@@ -13,17 +13,10 @@ import pytest
 
 import ti_slurm
 from tests.conftest import ROOT, run_cli
+from tests.docs import doc_block
 from ti_slurm import JobState
 
 pytestmark = pytest.mark.usefixtures("cluster")
-
-
-def readme_blocks() -> tuple[str, str]:
-    """The README's pipeline example: its shell block and its Python block."""
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- pipeline-example:.*?-->\n```bash\n(.*?)```\n\n```python\n(.*?)```", text, re.S)
-    assert m, "the README lost its pipeline example"
-    return m.group(1), m.group(2)
 
 
 def specs(tmp_path: Path, train_exit: int) -> None:
@@ -40,7 +33,7 @@ def specs(tmp_path: Path, train_exit: int) -> None:
 def test_the_readme_pipeline_runs_eval_only_after_a_good_train_and_report_only_after_a_bad_one(
     tmp_path: Path, train_exit: int
 ) -> None:
-    shell, _ = readme_blocks()
+    shell = doc_block("pipeline-example", "bash")
     specs(tmp_path, train_exit)
     res = subprocess.run(["bash", "-euc", shell + 'echo "$train"\n'], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -58,7 +51,7 @@ def test_the_readme_pipeline_runs_eval_only_after_a_good_train_and_report_only_a
 
 
 def test_the_readme_python_pipeline_waits_for_train(tmp_path: Path) -> None:
-    _, python = readme_blocks()
+    python = doc_block("pipeline-example", "python")
     specs(tmp_path, 0)
     program = "import ti_slurm\n" + python + "print(train.id, evaluate.id)\n"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

@@ -8,25 +8,19 @@ import re
 import pytest
 
 from tests.conftest import ROOT, sbatch_and_wait
+from tests.docs import doc_block
 from tests.testcluster import this_cluster
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
 
-def readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- by-hand-sbatch:.*?-->\n```bash\n(.*?)```", text, re.S)
-    assert m, "the README lost its by-hand sbatch example"
-    return m.group(1)
-
-
 def test_example_file_is_the_readme_block() -> None:
-    assert (ROOT / "examples" / "ddp" / "by-hand.sbatch").read_text() == readme_block()
+    assert (ROOT / "examples" / "ddp" / "by-hand.sbatch").read_text() == doc_block("by-hand-sbatch")
 
 
 def test_readme_sbatch_example_trains_on_two_nodes(tmp_path) -> None:
     script = tmp_path / "by-hand.sbatch"
-    script.write_text(readme_block())
+    script.write_text(doc_block("by-hand-sbatch"))
     job_id = sbatch_and_wait(script, cwd=ROOT)
     out = ROOT / f"ddp-by-hand-{job_id}.out"
     try:

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
 
-from tests.conftest import ROOT, processes_matching, run_cli, slurm_partitions
+from tests.conftest import ROOT, SmallDisk, processes_matching, run_cli, slurm_partitions
 from tests.sshd import LOGIN_PATH, Sshd, keygen, start_sshd
 from ti_slurm.client import LOG_CHUNK
 
@@ -146,6 +146,23 @@ def test_invalid_spec_submits_nothing_though_the_remote_side_started_early(tmp_p
     err = one_line_error(cli(tmp_path, "submit", str(spec), "--host", "login", "--ssh-config", str(config)))
     assert err.startswith("ti-slurm: error: time: 'soon'")
     assert not out.exists()
+    assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("door", ["sbatch here", "over ssh"])
+def test_a_full_output_dir_is_refused_and_nothing_is_submitted(
+    tmp_path: Path, sshd: Sshd, small_disk: SmallDisk, door: str
+) -> None:
+    """Submitted, the job could not write its records and would end UNKNOWN: refused at submit instead."""
+    disk, name = small_disk("256k", full=True), f"full-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: {name}\nmode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {disk / 'jobs'}\n")
+    remote = ["--host", "login", "--ssh-config", str(ssh_config(tmp_path, sshd))] if door == "over ssh" else []
+    res = cli(tmp_path, "submit", str(spec), *remote)
+    assert res.returncode == 2, res.stderr
+    err = one_line_error(res)
+    assert err.startswith("ti-slurm: error: output_dir: '") and ": its filesystem has 0 KiB free" in err, err
+    assert "nothing was submitted" in err
     assert name not in subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
 
 
@@ -328,7 +345,7 @@ def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
 
 def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, sshd: Sshd) -> None:
     from ti_slurm.backends.ssh import SSHBackend
-    from ti_slurm.errors import BackendError
+    from ti_slurm.core.errors import BackendError
     from ti_slurm.planning import make_plan
     from ti_slurm.script import render
     from ti_slurm.spec import parse_spec

@@ -465,6 +465,41 @@ def test_a_lost_node_is_replaced_by_a_spare_in_place_from_a_yaml_spec(tmp_path: 
     assert_nothing_left(out)
 
 
+def test_a_node_slurm_cannot_start_the_step_on_is_named_and_swapped_for_a_spare(
+    tmp_path: Path, island: Island
+) -> None:
+    """A node's slurmd dies between two attempts (its running step lives on): Slurm cannot start the next
+    attempt's step there ("Task launch ... failed on node X"). That is the node's failure, said in Slurm's words,
+    not the training's: the spare takes its place and the job completes."""
+    master, bad, spare = island.nodes[:3]
+    first = "[ $TI_SLURM_RESTART_COUNT = 0 ] && { touch started-$INDEX; until [ -e go ]; do sleep 0.2; done; exit 3; }"
+    (tmp_path / "job.yaml").write_text(
+        f"mode: ddp\nnodes: 2\npartition: {island.name}\nworkdir: {tmp_path}\noutput_dir: {tmp_path / 'jobs'}\n"
+        f"sbatch: {{nodelist: '{master},{bad},{spare}'}}\nspare_nodes: 1\n"
+        f"command: '{first}; echo $INDEX $(hostname) > ran-$INDEX'\n"
+        "restart: {max: 0, on: [failure, node_fail], in_place: 2}\n"
+    )
+    res = run_cli("submit", str(tmp_path / "job.yaml"))
+    assert res.returncode == 0, res.stderr
+    job = ti_slurm.get_job(res.stdout.split()[0])
+    try:
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"started-{i}").exists() for i in range(2)) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        subprocess.run([str(CLUSTER / "node"), "refuse", bad], check=True)  # its slurmd only
+        (tmp_path / "go").touch()  # attempt 0 fails (exit 3); attempt 1's step cannot start on the bad node
+        final = job.wait(timeout=240)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", bad], check=True)
+    assert final.state == "COMPLETED", final.reason
+    assert [(tmp_path / f"ran-{i}").read_text().split() for i in range(2)] == [["0", master], ["1", spare]]
+    refused = final.attempts[1]
+    assert refused.lost_nodes == [bad] and refused.cause == "node_fail", refused
+    assert refused.reason.startswith(f"Slurm could not start the step on node(s) {bad} ("), refused.reason
+    shown = run_cli("status", job.id).stdout
+    assert f"spare {spare} took the place of lost node {bad}" in shown, shown
+
+
 def test_a_node_that_fails_its_preflight_is_swapped_for_a_spare_from_a_yaml_spec(
     tmp_path: Path, island: Island
 ) -> None:

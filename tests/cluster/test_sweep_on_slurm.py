@@ -6,7 +6,6 @@ grid too large for the cluster's MaxArraySize."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import pytest
 
 import ti_slurm
 from tests.cluster.conftest import Island
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
+from tests.docs import doc_block
 from ti_slurm import JobState
 
 pytestmark = pytest.mark.usefixtures("cluster", "own_registry")  # ids may repeat across test clusters
@@ -120,17 +120,10 @@ def test_a_ps_worker_sweep_is_a_chain_of_jobs_and_cancel_stops_them_all(tmp_path
     assert [p.status.state for p in final.points] == [JobState.CANCELLED] * 3, [p.status.reason for p in final.points]
 
 
-def readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- sweep-example:.*?-->\n```bash\n(.*?)```", text, re.S)
-    assert m, "the README lost its sweep example"
-    return m.group(1)
-
-
 def test_the_readmes_sweep_and_an_eval_after_it_that_waits_for_every_point(tmp_path: Path) -> None:
     write_job(tmp_path, "debug", nodes=1)
     (tmp_path / "eval.yaml").write_text("name: eval\nmode: ddp\nnodes: 1\ncommand: 'ls marks > seen'\n")
-    shell = readme_block() + 'echo "$sweep"\n'
+    shell = doc_block("sweep-example") + 'echo "$sweep"\n'
     res = subprocess.run(["bash", "-euc", shell], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     evaluate, sweep = res.stdout.split()[-2:]

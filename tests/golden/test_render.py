@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.site import SiteConfig
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
-from ti_slurm.site import SiteConfig
 from ti_slurm.spec import parse_spec
 
 EXPECTED = Path(__file__).parent / "expected"

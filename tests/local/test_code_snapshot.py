@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import run_cli
+from tests.conftest import SmallDisk, run_cli
 
 
 def wait_status(job_id: str, env: dict[str, str]) -> dict[str, object]:
@@ -99,26 +96,45 @@ def test_a_failure_file_is_the_jobs_reason(tmp_path: Path) -> None:
     assert status["reason"] == reason
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs as the nodes' local disk")
-def test_a_node_whose_local_disk_is_full_fails_naming_the_node_and_the_path(tmp_path: Path) -> None:
-    data, disk = tmp_path / "datasets" / "val", tmp_path / "local-disk"
+def test_a_node_whose_local_disk_is_full_fails_naming_the_node_and_the_path(
+    tmp_path: Path, small_disk: SmallDisk
+) -> None:
+    data, disk = tmp_path / "datasets" / "val", small_disk("1m", "local-disk")
     data.mkdir(parents=True)
     (data / "v-0").write_bytes(b"\0" * (3 << 20))
+    (tmp_path / "site.toml").write_text(f'stage_dir = "{disk}"\n')
+    inputs = f"inputs: {{val: {{path: {data}, stage: local}}}}\n"
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: out\n{inputs}command: echo ran\n")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 1
+    line = f"ddp node localhost (index 0) failed staging on localhost: cannot copy input val ({data}) to"
+    assert line in res.stderr and "No space left on device" in res.stderr, res.stderr
+    assert "ran" not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*.log"))
+    assert list(disk.rglob("v-0*")) == []  # the partial copy is gone too
+
+
+def test_a_job_cancelled_while_staging_leaves_no_copy_behind(tmp_path: Path) -> None:
+    """A copy stuck on a stalled source (a FIFO no one writes) when the job is cancelled: every node's partial
+    copy is removed, as after a copy that failed."""
+    data, disk = tmp_path / "datasets" / "stuck", tmp_path / "disk"
+    data.mkdir(parents=True)
+    (data / "shard-0").write_bytes(b"\1" * (1 << 20))
+    os.mkfifo(data / "shard-1")
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
-    try:
-        (tmp_path / "site.toml").write_text(f'stage_dir = "{disk}"\n')
-        inputs = f"inputs: {{val: {{path: {data}, stage: local}}}}\n"
-        (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: out\n{inputs}command: echo ran\n")
-        env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
-        res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
-        assert res.returncode == 1
-        line = f"ddp node localhost (index 0) failed staging on localhost: cannot copy input val ({data}) to"
-        assert line in res.stderr and "No space left on device" in res.stderr, res.stderr
-        assert "ran" not in "".join(p.read_text() for p in (tmp_path / "out").rglob("*.log"))
-        assert list(disk.rglob("v-0*")) == []  # the partial copy is gone too
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
+    (tmp_path / "site.toml").write_text(f'stage_dir = "{disk}"\n')
+    inputs = f"inputs: {{stuck: {{path: {data}, stage: local}}}}\n"
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 2\noutput_dir: out\n{inputs}command: 'true'\n")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TI_SLURM_CONFIG": str(tmp_path / "site.toml")}
+    job = run_cli("submit", "--local", "job.yaml", cwd=tmp_path, env=env).stdout.split()[0]
+    deadline = time.monotonic() + 30
+    while len(list(disk.rglob("stuck.part"))) < 2 and time.monotonic() < deadline:  # both nodes are copying
+        time.sleep(0.2)
+    assert len(list(disk.rglob("stuck.part"))) == 2
+    assert run_cli("cancel", job, env=env).returncode == 0
+    status = run_cli("wait", job, "--timeout", "30", env=env)
+    assert "CANCELLED" in status.stderr, status.stderr
+    assert [p for p in disk.rglob("*") if not p.is_dir()] == []  # no partial copy on any node
 
 
 def test_wait_shows_how_far_each_nodes_staging_copy_is(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ def cli(tree: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_toy_mode_is_one_module_dropped_into_the_modes_folder(tmp_path: Path) -> None:
     tree = tmp_path / "src"
     shutil.copytree(PACKAGE, tree / "ti_slurm", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(PACKAGE.parent / "templates", tree / "templates")
     shutil.copy(HERE / "extension" / "toy.py", tree / "ti_slurm" / "job" / "modes" / "toy.py")
     spec = tmp_path / "job.yaml"
     command = 'echo "$TOY_ROLE at $TI_SLURM_COMPONENT: place $TOY_PLACE"; [ "$TOY_ROLE" = anchor ] || sleep 600'

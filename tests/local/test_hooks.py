@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fake_sysfs
+from tests.conftest import SmallDisk, fake_sysfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hooks run as root, like slurmd runs them")
 BIN = Path(sys.executable).parent
@@ -239,20 +238,12 @@ def test_the_hooks_use_the_scontrol_beside_the_slurm_daemon_that_runs_them(tmp_p
     assert scontrol_path(50, str(tmp_path / "proc2")) == SCONTROL
 
 
-def test_a_full_filesystem_under_the_log_file_neither_fails_nor_drains(tmp_path: Path) -> None:
-    full = tmp_path / "varlog"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=False).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        with contextlib.suppress(OSError), open(full / "filler", "wb") as fh:  # /var/log is full
-            fh.write(b"x" * 65536)
-        config = f'log_file = "{full / "hooks.log"}"\n'
-        for hook in ("prolog", "epilog"):
-            res = run_hook(hook, tmp_path, {"SLURM_JOB_ID": "4243"}, extra_config=config)
-            assert (res.returncode, res.stderr) == (0, ""), res.stderr  # exit 1 would drain the node
-    finally:
-        subprocess.run(["umount", str(full)], check=False)
+def test_a_full_filesystem_under_the_log_file_neither_fails_nor_drains(tmp_path: Path, small_disk: SmallDisk) -> None:
+    full = small_disk("16k", "varlog", full=True)  # /var/log is full
+    config = f'log_file = "{full / "hooks.log"}"\n'
+    for hook in ("prolog", "epilog"):
+        res = run_hook(hook, tmp_path, {"SLURM_JOB_ID": "4243"}, extra_config=config)
+        assert (res.returncode, res.stderr) == (0, ""), res.stderr  # exit 1 would drain the node
 
 
 def test_a_site_config_that_is_a_fifo_does_not_hang_the_hooks(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SmallDisk, run_cli
 
 
 def spec(tmp_path: Path, body: str) -> Path:
@@ -170,6 +170,28 @@ def test_cancel_stops_every_process(tmp_path: Path) -> None:
         time.sleep(0.3)
     assert "CANCELLED" in run_cli("status", job, env=env).stdout
     assert no_process_with(marker)
+
+
+def test_a_job_directory_deleted_while_the_job_runs_stops_it_and_stays_deleted(tmp_path: Path) -> None:
+    marker = f"deleted-{uuid.uuid4().hex[:8]}"
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    body = f"mode: mpi\nnodes: 2\ncommand: sleep 600 && echo {marker}"
+    job = run_cli("submit", "--local", str(spec(tmp_path, body)), env=env).stdout.split()[0]
+    deadline = time.monotonic() + 20
+    while no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    folder = tmp_path / "out" / job
+    shutil.rmtree(folder)  # a clean-up script, or a user's rm -rf of the wrong folder
+    waited = run_cli("wait", job, "--timeout", "60", env=env)
+    assert waited.returncode == 1 and "Traceback" not in waited.stderr, waited.stderr
+    assert f"its job directory {folder} is gone (deleted while the job ran?)" in waited.stderr, waited.stderr
+    deadline = time.monotonic() + 30  # the supervisor notices within seconds and stops every node's command
+    while not no_process_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert no_process_with(marker)
+    assert not folder.exists()  # nothing made it again (open to all, as a plain mkdir would)
+    status = run_cli("status", job, env=env)
+    assert "COMPLETED" not in status.stdout and "is gone" in status.stdout, status.stdout
 
 
 def test_logs_by_node(tmp_path: Path) -> None:
@@ -465,32 +487,21 @@ def test_cancel_says_when_a_job_had_ended_and_when_it_cannot_be_reached(tmp_path
         os.kill(int(pid), signal.SIGTERM)
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 2 MiB filesystem of its own (tmpfs; root only), for a disk that fills."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=False).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def test_a_full_disk_at_submit_is_one_line_and_leaves_nothing(tmp_path: Path, small_disk: Path) -> None:
-    with open(small_disk / "filler", "wb") as fh, contextlib.suppress(OSError):
-        fh.write(b"x" * (4 << 20))  # the disk is full before the submit
+def test_a_full_disk_at_submit_is_one_line_and_leaves_nothing(tmp_path: Path, small_disk: SmallDisk) -> None:
+    disk = small_disk("2m", full=True)  # the disk is full before the submit
     path = tmp_path / "job.yaml"
-    path.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {small_disk / 'jobs'}\n")
+    path.write_text(f"mode: mpi\nnodes: 1\ncommand: 'true'\noutput_dir: {disk / 'jobs'}\n")
     res = run_cli("submit", "--local", str(path), env={"XDG_STATE_HOME": str(tmp_path / "state")})
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "No space left on device" in res.stderr and "Traceback" not in res.stderr
-    assert list((small_disk / "jobs").iterdir()) == []  # no half-made job directory
+    assert res.stderr.startswith("ti-slurm: error: output_dir: '") and ": its filesystem has 0 KiB free" in res.stderr
+    assert list((disk / "jobs").iterdir()) == []  # no half-made job directory
 
 
-def test_a_disk_that_fills_during_the_job_is_named_in_its_reason(tmp_path: Path, small_disk: Path) -> None:
+def test_a_disk_that_fills_during_the_job_is_named_in_its_reason(tmp_path: Path, small_disk: SmallDisk) -> None:
+    disk = small_disk("2m")
     body = "mode: mpi\nnodes: 1\ncommand: 'head -c 4000000 /dev/zero > $TI_SLURM_JOB_DIR/fill; exit 3'\n"
     path = tmp_path / "job.yaml"
-    path.write_text(body + f"output_dir: {small_disk}\nworkdir: {tmp_path}\n")
+    path.write_text(body + f"output_dir: {disk}\nworkdir: {tmp_path}\n")
     res = run_cli("submit", "--local", "--wait", str(path), env={"XDG_STATE_HOME": str(tmp_path / "state")})
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "no space left on device" in res.stderr.lower(), res.stderr

@@ -11,20 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-
-
-def readme_block(marker: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"<!-- {marker}:")
-    body = text[text.index("```python\n", start) + len("```python\n") :]
-    return body[: body.index("```")]
+from tests.docs import doc_block
 
 
 def test_the_readme_python_example_trains_ddp_locally(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
     res = subprocess.run(
-        [sys.executable, "-c", readme_block("python-api")],
+        [sys.executable, "-c", doc_block("python-api", "python")],
         cwd=ROOT,
         env=env,
         capture_output=True,

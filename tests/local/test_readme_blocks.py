@@ -77,7 +77,7 @@ def test_every_json_block_parses(body: str, line: int) -> None:
 
 @pytest.mark.parametrize("body,line", blocks("toml"), ids=[f"line{n}" for _, n in blocks("toml")])
 def test_the_site_config_block_is_a_valid_site_config(tmp_path: Path, body: str, line: int) -> None:
-    from ti_slurm.site import load_site_config
+    from ti_slurm.core.site import load_site_config
 
     path = tmp_path / "config.toml"
     path.write_text(body)

@@ -42,6 +42,7 @@ class FakeLauncher:
         restart_count: int = 0,
         given: list[int] | None = None,
         resolves_names: bool = False,
+        unlaunched: dict[str, str] | None = None,
     ) -> None:
         self.plan, self.paths, self.script = plan, JobPaths(str(job_dir)), script
         self.given = given  # how many nodes Slurm gave each component (default: all it asked, spares too)
@@ -51,6 +52,8 @@ class FakeLauncher:
         self.stopped: list[str] = []
         self.signalled: list[tuple[str, int]] = []
         self.assigned: list[list[list[str]]] = []  # each assign() the supervisor made
+        # "<key>@<attempt>" -> Slurm's words: srun could not start that node's step (it leaves no record)
+        self.unlaunched = unlaunched or {}
 
     def node_names(self, component: int) -> list[str]:
         comp = self.plan.components[component]
@@ -73,6 +76,9 @@ class FakeLauncher:
                 Path(self.paths.node_record(comp.name, index)).write_text(record.to_json())
             proc = cast(Any, FakeProcess(code, polls))
             launches.append(Launch(component, comp.name, [index], proc))
+            why = self.unlaunched.get(f"{key}@{self.attempt}")
+            if why is not None:  # as srun says it on stderr: the node by its name
+                launches[-1].unlaunched[self.assigned[-1][component][index] if self.assigned else key] = why
         return launches
 
     def stop(self, launch: Launch, grace: float, ended: Any = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ti_slurm.errors import AgentError
+from ti_slurm.core.errors import AgentError
 from ti_slurm.job.agent import parse_ssh_args
 
 

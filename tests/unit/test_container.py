@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import plan_from
+from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.plan import Container, JobPlan
-from ti_slurm.errors import ConfigError
-from ti_slurm.job.container import ImageRun, image_env, read_oci_conf
+from ti_slurm.core.site import parse_site_config
+from ti_slurm.job.container import ImageRun, image_env
 from ti_slurm.job.relay import CLIENT, Relay, read_request
-from ti_slurm.planning import make_plan
-from ti_slurm.site import parse_site_config
-from ti_slurm.spec import parse_spec
+from ti_slurm.slurm.text import read_conf
 
 PS_WORKER = {
     "mode": "ps-worker",
@@ -30,20 +30,16 @@ PS_WORKER = {
 }
 
 
-def plan_of(doc: dict[str, object], **fields: object) -> JobPlan:
-    return make_plan(parse_spec(doc)).replace(**fields)
-
-
 def test_each_role_gets_the_jobs_image_unless_it_names_its_own() -> None:
-    ps, worker = plan_of(PS_WORKER).components
+    ps, worker = plan_from(PS_WORKER).components
     assert ps.container == Container("/images/cpu.sqsh", "oci", (), "")
     assert worker.container == Container("/images/train.sqsh", "", ("/data:/data:ro",), "")
 
 
 def test_the_container_travels_into_the_job_and_back() -> None:
-    plan = plan_of(PS_WORKER)
+    plan = plan_from(PS_WORKER)
     assert JobPlan.from_json(plan.to_json()) == plan
-    bare = plan_of({"mode": "ddp", "command": "x", "nodes": 1})
+    bare = plan_from({"mode": "ddp", "command": "x", "nodes": 1})
     assert bare.components[0].container is None and JobPlan.from_json(bare.to_json()) == bare
 
 
@@ -73,7 +69,7 @@ def node_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_enroot_gets_the_mounts_and_the_variable_names_never_their_values(tmp_path: Path) -> None:
-    plan = plan_of(PS_WORKER, workdir=str(tmp_path / "code"))
+    plan = plan_from(PS_WORKER, workdir=str(tmp_path / "code"))
     run = ImageRun(plan, 1, 0, "node02", str(tmp_path / "job"), node_env(tmp_path))
     argv = run.argv("python train.py")
     assert argv[:2] == ["enroot", "start"]
@@ -99,7 +95,7 @@ def test_the_images_first_shell_outlives_its_command(tmp_path: Path) -> None:
     from ti_slurm.job.process import process_tree
 
     doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": {"image": "/i.sqsh"}, "signal": {"name": "USR2"}}
-    run = ImageRun(plan_of(doc, workdir=str(tmp_path)), 0, 0, "n1", str(tmp_path), node_env(tmp_path))
+    run = ImageRun(plan_from(doc, workdir=str(tmp_path)), 0, 0, "n1", str(tmp_path), node_env(tmp_path))
     worker = f"trap 'sleep 1; echo saved > {tmp_path}/saved-$1; exit 0' USR2 TERM; sleep 30 & wait"
     launcher = f"setsid bash -c {shlex.quote(worker)} worker $1 & wait"  # the launcher itself dies of either signal
     for signum, code in ((signal.SIGUSR2, 128 + signal.SIGUSR2), (signal.SIGTERM, 143)):
@@ -116,7 +112,7 @@ def test_the_images_first_shell_outlives_its_command(tmp_path: Path) -> None:
 
 def test_a_relative_image_and_mount_are_taken_from_the_workdir(tmp_path: Path) -> None:
     doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": {"image": "img.sqsh", "mounts": ["data:/data"]}}
-    run = ImageRun(plan_of(doc, workdir="/code"), 0, 0, "n1", str(tmp_path / "job"), node_env(tmp_path))
+    run = ImageRun(plan_from(doc, workdir="/code"), 0, 0, "n1", str(tmp_path / "job"), node_env(tmp_path))
     argv = run.argv("x")
     assert "/code/img.sqsh" in argv and "/code/data:/data:none:x-create=auto,rbind,rw" in argv
 
@@ -143,7 +139,7 @@ def test_oci_gets_a_bundle_of_its_own_made_as_slurm_makes_it(tmp_path: Path) -> 
     code = tmp_path / "code"
     code.mkdir()
     (tmp_path / "job").mkdir()
-    run = ImageRun(plan_of(doc, workdir=str(code)), 0, 0, "node01", str(tmp_path / "job"), env)
+    run = ImageRun(plan_from(doc, workdir=str(code)), 0, 0, "node01", str(tmp_path / "job"), env)
     assert run.check() is None
     argv = run.argv("python train.py")
     step_bundle = tmp_path / "job" / "containers" / "ddp-0.1"
@@ -164,8 +160,8 @@ def test_oci_gets_a_bundle_of_its_own_made_as_slurm_makes_it(tmp_path: Path) -> 
 def test_oci_conf_values_may_be_quoted(tmp_path: Path) -> None:
     conf = tmp_path / "oci.conf"
     conf.write_text('RunTimeRun="a b"\nRunTimeKill=c d\n#RunTimeDelete=x\n')
-    assert read_oci_conf(str(conf)) == {"RunTimeRun": "a b", "RunTimeKill": "c d"}
-    assert read_oci_conf(str(tmp_path / "absent")) == {}
+    assert read_conf(str(conf)) == {"RunTimeRun": "a b", "RunTimeKill": "c d"}
+    assert read_conf(str(tmp_path / "absent")) == {}
 
 
 @pytest.mark.parametrize(
@@ -182,13 +178,13 @@ def test_check_names_the_node_and_the_cause(tmp_path: Path, container: dict[str,
     (tmp_path / "bin" / "enroot").chmod(0o755)
     env = {"PATH": str(tmp_path / "bin"), "SLURM_CONF": str(tmp_path / "slurm.conf")}
     doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": container}
-    found = ImageRun(plan_of(doc, workdir="/"), 0, 0, "node07", str(tmp_path), env).check()
+    found = ImageRun(plan_from(doc, workdir="/"), 0, 0, "node07", str(tmp_path), env).check()
     assert found is not None and found.startswith("container on node07: ") and problem in found
 
 
 def test_a_node_without_enroot_is_told_so(tmp_path: Path) -> None:
     doc = {"mode": "ddp", "command": "x", "nodes": 1, "container": {"image": "/"}}
-    found = ImageRun(plan_of(doc), 0, 0, "node07", str(tmp_path), {"PATH": str(tmp_path)}).check()
+    found = ImageRun(plan_from(doc), 0, 0, "node07", str(tmp_path), {"PATH": str(tmp_path)}).check()
     assert found == "container on node07: runtime pyxis needs enroot, which is not on this node's PATH"
 
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import scontrol_hostnames
+from ti_slurm.core.errors import HostlistError
 from ti_slurm.core.hostlist import compress, expand
-from ti_slurm.errors import HostlistError
 
 CASES = {
     "node1": ["node1"],

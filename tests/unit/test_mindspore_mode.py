@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_contract import plan_of, single
+from tests.factories import plan_from, single
 from ti_slurm.job.contract import node_contract
 from ti_slurm.job.modes.mindspore import runs_msrun
 
-
-@pytest.fixture(autouse=True)
-def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("_socket.gethostbyname", lambda name: f"10.1.0.{int(name[3:])}")
+pytestmark = pytest.mark.usefixtures("fake_dns")
 
 
 def test_every_node_is_a_worker_of_the_scheduler_on_node_0() -> None:
-    plan = plan_of({"mode": "mindspore", "nodes": 3, "command": "python train.py"})
+    plan = plan_from({"mode": "mindspore", "nodes": 3, "command": "python train.py"})
     contracts = [node_contract(plan, single("gpu[009-011]", i), 0, "/jd") for i in range(3)]
     for rank, c in enumerate(contracts):
         env = c.env
@@ -39,5 +36,5 @@ def test_every_node_is_a_worker_of_the_scheduler_on_node_0() -> None:
     ],
 )
 def test_a_command_running_msrun_gets_no_second_scheduler(command: str, brings_its_own: bool) -> None:
-    plan = plan_of({"mode": "mindspore", "nodes": 2, "command": command})
+    plan = plan_from({"mode": "mindspore", "nodes": 2, "command": command})
     assert runs_msrun(plan, 0) is brings_its_own

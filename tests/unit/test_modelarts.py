@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_contract import het, plan_of, single
-from ti_slurm.errors import SpecError
+from tests.factories import het, plan_from, single
+from ti_slurm.core.errors import SpecError
 from ti_slurm.job.contract import node_contract
 from ti_slurm.spec import parse_spec
 
 pytestmark = pytest.mark.usefixtures("fake_dns")
 
 
-@pytest.fixture
-def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    addrs = {f"gpu{i:03d}": f"10.1.0.{i}" for i in range(1, 20)}
-    monkeypatch.setattr("_socket.gethostbyname", lambda name: addrs[name])
-
-
 def ddp_envs(tmp_path: Path, nodes: int = 3, **doc: object) -> list[dict[str, str]]:
-    plan = plan_of({"mode": "ddp", "nodes": nodes, "platform": "modelarts", "workdir": str(tmp_path / "code"), **doc})
+    plan = plan_from({"mode": "ddp", "nodes": nodes, "platform": "modelarts", "workdir": str(tmp_path / "code"), **doc})
     nodelist = f"gpu[009-{8 + nodes:03d}]"
     return [node_contract(plan, single(nodelist, i, HOME="/home/alice"), 0, "/jd/4242").env for i in range(nodes)]
 
@@ -59,7 +53,7 @@ def test_a_ps_worker_job_has_a_task_each_for_ps_and_worker() -> None:
         "ps": {"nodes": 1},
         "worker": {"nodes": 2, "gpus_per_node": 1},
     }
-    plan = plan_of(doc)
+    plan = plan_from(doc)
     lists = ["gpu001", "gpu[003-004]"]
     seen = []
     for group, count in ((0, 1), (1, 2)):
@@ -74,7 +68,7 @@ def test_a_ps_worker_job_has_a_task_each_for_ps_and_worker() -> None:
 
 
 def test_the_ti_platform_adds_none_of_them(tmp_path: Path) -> None:
-    plan = plan_of({"mode": "ddp", "nodes": 2})
+    plan = plan_from({"mode": "ddp", "nodes": 2})
     env = node_contract(plan, single("gpu[009-010]", 0), 0, "/jd").env
     assert not [name for name in env if name.startswith(("MA_", "VC_", "VK_"))]
 

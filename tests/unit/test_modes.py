@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ti_slurm.errors import ModeError
+from ti_slurm.core.errors import ModeError
 from ti_slurm.job.modes import Mode, get_mode, mode_names
 from ti_slurm.planning import make_plan
 from ti_slurm.spec import parse_spec
@@ -26,7 +26,7 @@ def test_an_unknown_mode_is_refused_by_name() -> None:
 
 
 def test_the_spec_takes_its_mode_list_from_the_registry() -> None:
-    from ti_slurm.errors import SpecError
+    from ti_slurm.core.errors import SpecError
 
     with pytest.raises(SpecError, match=r"^mode: 'tf': expected one of: ddp, horovod, mindspore, mpi, ps-worker, ray$"):
         parse_spec({"mode": "tf", "command": "x", "nodes": 1})

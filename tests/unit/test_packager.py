@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ti_slurm.errors import SpecError
+from ti_slurm.core.errors import SpecError
 from ti_slurm.packager import store_of, take
 
 

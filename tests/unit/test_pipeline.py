@@ -11,8 +11,8 @@ from tests.unit.test_slurm_backend import job_line
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.pyslurm import job_description
 from ti_slurm.backends.slurm import parse_scontrol_jobs
+from ti_slurm.core.errors import SpecError
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import SpecError
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
 from ti_slurm.spec import load_spec, with_after

@@ -7,12 +7,12 @@ import shlex
 
 import pytest
 
+from tests.factories import plan_from
 from ti_slurm.backends.pyslurm import job_description, pyslurm_mismatch, sbatch_fields, sinfo_text
-from ti_slurm.errors import ConfigError
-from ti_slurm.planning import make_plan
-from ti_slurm.queue import parse_sinfo
+from ti_slurm.core.errors import ConfigError
+from ti_slurm.core.plan import JobPlan
 from ti_slurm.script import render
-from ti_slurm.spec import parse_spec
+from ti_slurm.slurm.text import parse_partitions
 
 # the fields of pyslurm 25.11's JobSubmitDescription this backend sets (the cluster tier uses the real one)
 KNOWN = frozenset(
@@ -23,9 +23,9 @@ KNOWN = frozenset(
 )
 
 
-def plan_of(**doc: object):  # type: ignore[no-untyped-def]
-    spec = parse_spec({"mode": "ddp", "nodes": 2, "command": "train", "output_dir": "/out", **doc})
-    return make_plan(spec, submission="s1")
+def ddp_plan(**doc: object) -> JobPlan:
+    """A two-node DDP job's plan, writing to /out, ``doc`` on top of its spec."""
+    return plan_from({"mode": "ddp", "nodes": 2, "output_dir": "/out", **doc}, submission="s1")
 
 
 def sbatch_lines(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -39,7 +39,7 @@ def sbatch_lines(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 
 def test_the_description_says_what_the_script_says() -> None:
-    plan = plan_of(
+    plan = ddp_plan(
         mode="ddp", nodes=3, gpus_per_node=8, cpus_per_node=6, mem="20G", partition="debug", account="ml",
         qos="high", time="1:00:00", restart={"max": 2}, signal={"name": "USR2", "before": 60},
         sbatch={"exclusive": True, "constraint": "a100"},
@@ -63,7 +63,7 @@ def test_the_description_says_what_the_script_says() -> None:
 
 
 def test_a_range_of_nodes_is_asked_as_the_script_asks_it() -> None:
-    plan = plan_of(nodes={"min": 2, "max": 4})
+    plan = ddp_plan(nodes={"min": 2, "max": 4})
     fields, lines = job_description(plan, "", {}, KNOWN), sbatch_lines(plan)
     assert fields["nodes"] == lines["nodes"] == "2-4"
     # one task per node of what Slurm gives: a task count would make it give the fewest
@@ -71,12 +71,12 @@ def test_a_range_of_nodes_is_asked_as_the_script_asks_it() -> None:
 
 
 def test_the_job_gets_the_environment_without_a_surrounding_jobs_layout() -> None:
-    fields = job_description(plan_of(), "", {"PATH": "/bin", "SLURM_CPU_BIND": "x", "SLURM_CONF": "/c"}, KNOWN)
+    fields = job_description(ddp_plan(), "", {"PATH": "/bin", "SLURM_CPU_BIND": "x", "SLURM_CONF": "/c"}, KNOWN)
     assert fields["environment"] == {"PATH": "/bin", "SLURM_CONF": "/c"}
 
 
 def test_a_plan_without_restarts_leaves_requeue_to_the_cluster() -> None:
-    fields = job_description(plan_of(), "", {}, KNOWN)
+    fields = job_description(ddp_plan(), "", {}, KNOWN)
     assert "is_requeueable" not in fields and "signal" not in fields and "gres_per_node" not in fields
 
 
@@ -101,7 +101,7 @@ def test_partitions_read_back_as_sinfo_prints_them() -> None:
         {"name": "short", "default": False, "nodes": ["n3", "g1"], "max_time": 30},
     ]
     text = sinfo_text(rows, {"n1": "gpu:8", "n2": "gpu:8", "n3": "", "g1": "gpu:a100:4"})
-    parts = parse_sinfo(text)
+    parts = parse_partitions(text)
     assert (parts["debug"].nodes, parts["debug"].max_gpus_per_node, parts["debug"].max_minutes) == (3, 8, None)
     assert parts["debug"].default and not parts["short"].default
     assert (parts["short"].nodes, parts["short"].max_gpus_per_node, parts["short"].max_minutes) == (2, 4, 30)

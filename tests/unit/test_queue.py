@@ -7,32 +7,15 @@ from pathlib import Path
 import pytest
 
 from ti_slurm.backends.base import JobInfo
+from ti_slurm.backends.slurm import SlurmBackend
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.queue import SharedQueue, parse_sinfo, slurm_minutes, unfit_reason
+from ti_slurm.queue import SharedQueue, unfit_reason
+from ti_slurm.slurm.text import parse_partitions
 from ti_slurm.status import JobStatus, progress_line
 
 SINFO = "debug*|4|gpu:8|infinite\nrdma|2|gpu:8(S:0-1)|2-00:00:00\nsmall|3|(null)|30:00\nsmall|1|gpu:a100:2|30:00\n"
 SINFO += "ascend|2|gpu:8,npu:8(S:0-1)|infinite\n"
-
-
-def test_sinfo_lines_sum_up_per_partition() -> None:
-    parts = parse_sinfo(SINFO)
-    assert [(p.name, p.nodes, p.max_gpus_per_node, p.max_minutes, p.default) for p in parts.values()] == [
-        ("debug", 4, 8, None, True),
-        ("rdma", 2, 8, 2880, False),
-        ("small", 4, 2, 30, False),
-        ("ascend", 2, 8, None, False),
-    ]
-    assert parts["ascend"].max_per_node == {"gpu": 8, "npu": 8}
-
-
-@pytest.mark.parametrize(
-    "text,minutes",
-    [("30", 30), ("30:01", 31), ("1:00:00", 60), ("2-12", 3600), ("1-00:30", 1470), ("UNLIMITED", None)],
-)
-def test_slurm_times_in_minutes(text: str, minutes: int | None) -> None:
-    assert slurm_minutes(text) == minutes
 
 
 def plan(*components: Component, **fields: object) -> JobPlan:
@@ -64,7 +47,7 @@ UNFIT = [
 
 @pytest.mark.parametrize("job,reason", UNFIT)
 def test_jobs_that_can_never_start_are_named(job: JobPlan, reason: str | None) -> None:
-    assert unfit_reason(job, parse_sinfo(SINFO)) == reason
+    assert unfit_reason(job, parse_partitions(SINFO)) == reason
 
 
 def test_pending_forever_says_so() -> None:
@@ -75,12 +58,11 @@ def test_pending_forever_says_so() -> None:
     )
 
 
-class CountingSlurm:
-    """A backend whose queue answers are counted (each would be a query to the controller)."""
-
-    name = "slurm"
+class CountingSlurm(SlurmBackend):
+    """The Slurm backend with its queue answers counted (each would be a query to the controller)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls = 0
         self.jobs = {"1": JobInfo("1", state=JobState.RUNNING), "2": JobInfo("2", state=JobState.PENDING)}
 

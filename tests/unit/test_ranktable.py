@@ -11,16 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_contract import plan_of, single
+from tests.factories import plan_from, single
 from ti_slurm.job.contract import node_contract
 from ti_slurm.job.ranktable import device_ips, rank_table, share, visible_devices
 
 HCCN = "address_{d}=192.168.{n}.{d}\nnetmask_{d}=255.255.255.0\n"
 
 
-@pytest.fixture(autouse=True)
-def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("_socket.gethostbyname", lambda name: {"gpu009": "10.1.0.9", "gpu010": "10.1.0.10"}[name])
+pytestmark = pytest.mark.usefixtures("fake_dns")
 
 
 def hccn_files(root: Path, nodes: dict[str, int], missing: tuple[str, int] | None = None) -> str:
@@ -74,7 +72,7 @@ def test_rank_ids_follow_the_node_rank_then_the_device_id() -> None:
 
 def run_nodes(tmp_path: Path, hccn: str) -> tuple[list[str | None], list[dict[str, str]]]:
     """Both nodes of a 2 x 8-NPU job at once, each in its own thread, as their steps run."""
-    plan = plan_of({"mode": "ddp", "nodes": 2, "npus_per_node": 8, "rendezvous_timeout": 2}).replace(hccn_conf=hccn)
+    plan = plan_from({"mode": "ddp", "nodes": 2, "npus_per_node": 8, "rendezvous_timeout": 2}).replace(hccn_conf=hccn)
     contracts = [node_contract(plan, single("gpu[009-010]", i), 0, str(tmp_path)) for i in range(2)]
     problems: list[str | None] = [None, None]
 

@@ -14,25 +14,23 @@ from typing import Any
 import pytest
 from supervisor_fakes import FakeLauncher, events
 
+from tests.factories import job_plan
 from ti_slurm.backends.base import JobInfo
+from ti_slurm.core.errors import ConfigError, SpecError
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths
-from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.site import parse_site_config
 from ti_slurm.core.states import JobState
 from ti_slurm.doctor import expedited_requeue_check
-from ti_slurm.errors import ConfigError, SpecError
 from ti_slurm.job.restart import (
     CAUSE_STATES,
-    parse_node_states,
-    parse_show_job,
     requeue_target,
     should_requeue,
-    unreachable,
 )
 from ti_slurm.job.supervisor.loop import Supervisor
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
-from ti_slurm.site import parse_site_config
 from ti_slurm.spec import parse_spec
 from ti_slurm.status import format_status, job_status, recorded_end
 
@@ -59,9 +57,10 @@ class FakeControl:
         self.disabled += 1
 
 
-def plan_of(mode: str = "ddp", nodes: int = 2, **fields: Any) -> JobPlan:
+def restartable(mode: str = "ddp", nodes: int = 2, **fields: Any) -> JobPlan:
+    """A plan that may be requeued twice, on preemption, time limit and node failure."""
     defaults: dict[str, Any] = {"restart_max": 2, "restart_on": ("preempt", "timeout", "node_fail")}
-    return JobPlan("t", mode, "true", (Component(mode, nodes, 0, 1),), submission="s1", **(defaults | fields))
+    return job_plan(mode, (mode, nodes), submission="s1", **(defaults | fields))
 
 
 def supervise(
@@ -141,17 +140,8 @@ def test_requeue_names_one_task_of_an_array_not_the_whole_array() -> None:
     assert requeue_target({"SLURM_JOB_ID": "105"}) == "105"
 
 
-def test_scontrol_and_sinfo_output() -> None:
-    line = "JobId=7 JobName=x JobState=RUNNING Reason=None Restarts=1 PreemptTime=None EndTime=2026-11-30T08:00:00"
-    job = parse_show_job(line + "\n")
-    assert (job["JobState"], job["Restarts"], job["PreemptTime"]) == ("RUNNING", "1", "None")
-    assert parse_node_states("node01 down*\nnode02 allocated\n") == {"node01": "down*", "node02": "allocated"}
-    assert [unreachable(s) for s in ("down*", "idle*", "allocated", "mixed", "fail", "drained")] == [
-        True, True, False, False, True, False]  # fmt: skip
-
-
 def test_requeue_needs_a_listed_cause_and_requeues_left() -> None:
-    plan = plan_of(restart_max=1, restart_on=("timeout", "failure"))
+    plan = restartable(restart_max=1, restart_on=("timeout", "failure"))
     assert should_requeue(plan, "timeout", 0) and should_requeue(plan, "failure", 0)
     assert not should_requeue(plan, "timeout", 1)  # used up
     assert not should_requeue(plan, "preempt", 0) and not should_requeue(plan, "", 0)
@@ -159,7 +149,7 @@ def test_requeue_needs_a_listed_cause_and_requeues_left() -> None:
 
 # -- the supervisor -------------------------------------------------------------
 def test_the_checkpoint_signal_reaches_every_node_then_the_job_is_requeued(tmp_path: Path) -> None:
-    plan = plan_of(checkpoint_signal="USR2", signal_before=60)
+    plan = restartable(checkpoint_signal="USR2", signal_before=60)
     control = FakeControl({"Restarts": "0", "PreemptTime": "None", "EndTime": "Unknown"})
     supervisor, launcher = supervise(plan, tmp_path, {"ddp-0": (0, 30), "ddp-1": (0, 30)}, control)
     supervisor._checkpoint_signal = signal.SIGUSR2  # as Slurm's --signal=B:USR2 sets it
@@ -173,7 +163,7 @@ def test_the_checkpoint_signal_reaches_every_node_then_the_job_is_requeued(tmp_p
 
 
 def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Path) -> None:
-    plan = plan_of(restart_max=1, restart_on=("failure",))
+    plan = restartable(restart_max=1, restart_on=("failure",))
     control = FakeControl()
     supervisor, _ = supervise(plan, tmp_path, {"ddp-1": (3, 1)}, control)
     first = supervisor.run()
@@ -199,18 +189,18 @@ def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Pa
 def test_a_final_end_before_the_last_attempt_stops_slurm_requeueing_the_job(tmp_path: Path) -> None:
     """Slurm (25.11) requeues a job that ends while a preemption's grace flag is set, a flag that outlives the
     supervisor's own requeue (seen on 25.11: a completed second attempt ran a third time)."""
-    plan = plan_of(restart_max=2)
+    plan = restartable(restart_max=2)
     control = FakeControl({"Restarts": "1", "PreemptTime": "None"})
     outcome = supervise(plan, tmp_path, {"ddp-0": (0, 0), "ddp-1": (0, 0)}, control, attempt=1)[0].run()
     assert (outcome.state, outcome.requeue) == (JobState.COMPLETED, False)
     assert control.disabled == 1 and control.requeued == []
     requeued = FakeControl()
-    supervise(plan_of(restart_on=("failure",)), tmp_path / "r", {"ddp-0": (1, 0)}, requeued)[0].run()
+    supervise(restartable(restart_on=("failure",)), tmp_path / "r", {"ddp-0": (1, 0)}, requeued)[0].run()
     assert requeued.disabled == 0 and len(requeued.requeued) == 1  # goes on: Slurm's requeue is wanted
 
 
 def test_a_requeued_attempt_is_not_the_end_while_the_job_waits_again(tmp_path: Path) -> None:
-    plan = plan_of(restart_on=("failure",))
+    plan = restartable(restart_on=("failure",))
     supervise(plan, tmp_path, {"ddp-0": (1, 0)}, FakeControl())[0].run()
     info = JobInfo("9", "t", "slurm", str(tmp_path), submission="s1")
     evs = parse_events(Path(JobPaths(str(tmp_path)).status).read_text())
@@ -221,7 +211,7 @@ def test_a_requeued_attempt_is_not_the_end_while_the_job_waits_again(tmp_path: P
 
 
 def test_slurm_refusing_the_requeue_ends_the_job_with_its_reason(tmp_path: Path) -> None:
-    plan = plan_of(restart_on=("failure",))
+    plan = restartable(restart_on=("failure",))
     control = FakeControl(refuse="Requested operation is presently disabled")
     outcome = supervise(plan, tmp_path, {"ddp-0": (1, 0)}, control)[0].run()
     assert outcome.state is JobState.FAILED and not outcome.requeue
@@ -230,7 +220,7 @@ def test_slurm_refusing_the_requeue_ends_the_job_with_its_reason(tmp_path: Path)
 
 
 def test_sigterm_after_slurm_requeued_a_preempted_job_is_not_a_cancel(tmp_path: Path) -> None:
-    plan = plan_of()
+    plan = restartable()
     control = FakeControl({"Restarts": "1", "PreemptTime": "2026-11-30T08:00:00"})
     supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (None, 0), "ddp-1": (None, 0)}, control)
     supervisor._cancel_signal = signal.SIGTERM
@@ -242,7 +232,7 @@ def test_sigterm_after_slurm_requeued_a_preempted_job_is_not_a_cancel(tmp_path: 
 def test_sigterm_at_preemption_gives_the_grace_time_to_save_then_requeues(tmp_path: Path) -> None:
     """Sites without preempt_send_user_signal: Slurm sends SIGTERM to every process at preemption."""
     control = FakeControl({"Restarts": "0", "PreemptTime": "2026-11-30T08:00:00", "EndTime": "Unknown"})
-    plan = plan_of(checkpoint_signal="USR2", signal_before=120)
+    plan = restartable(checkpoint_signal="USR2", signal_before=120)
     supervisor, launcher = supervise(plan, tmp_path, {"ddp-0": (0, 20), "ddp-1": (0, 20)}, control)
     supervisor._cancel_signal = signal.SIGTERM
     outcome = supervisor.run()
@@ -255,7 +245,7 @@ def test_sigterm_at_preemption_gives_the_grace_time_to_save_then_requeues(tmp_pa
 def test_slurm_ending_a_preemptions_grace_time_requeues_as_that_preemption(tmp_path: Path) -> None:
     """The commands did not finish saving in the grace time: Slurm requeued the job (Restarts grew, and
     PreemptTime is reset by then): still the preemption, and recorded as requeued."""
-    plan = plan_of(checkpoint_signal="USR2", signal_before=120)
+    plan = restartable(checkpoint_signal="USR2", signal_before=120)
     control = FakeControl({"Restarts": "0", "PreemptTime": "2026-11-30T08:00:00", "EndTime": "Unknown"})
     supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (None, 0), "ddp-1": (None, 0)}, control)
     supervisor._checkpoint_signal = signal.SIGUSR2
@@ -275,14 +265,14 @@ def test_slurm_ending_a_preemptions_grace_time_requeues_as_that_preemption(tmp_p
 
 def test_sigterm_without_a_requeue_is_a_cancel(tmp_path: Path) -> None:
     control = FakeControl({"Restarts": "0", "PreemptTime": "None"})
-    supervisor, _ = supervise(plan_of(), tmp_path, {"ddp-0": (None, 0)}, control)
+    supervisor, _ = supervise(restartable(), tmp_path, {"ddp-0": (None, 0)}, control)
     supervisor._cancel_signal = signal.SIGTERM
     outcome = supervisor.run()
     assert (outcome.state, outcome.requeue, control.requeued) == (JobState.CANCELLED, False, [])
 
 
 def test_a_lost_node_is_named_and_excluded_from_the_next_attempt(tmp_path: Path) -> None:
-    plan = plan_of()
+    plan = restartable()
     control = FakeControl(down=("ddp-host1",))
     # node 1 leaves no exit record (its node died); node 0's rank fails when its peer vanishes
     supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (1, 0), "ddp-1": (None, 0)}, control)
@@ -293,7 +283,7 @@ def test_a_lost_node_is_named_and_excluded_from_the_next_attempt(tmp_path: Path)
 
 
 def test_slurm_requeueing_for_a_cause_restart_on_does_not_list_ends_the_job(tmp_path: Path) -> None:
-    plan = plan_of(restart_on=("failure",))
+    plan = restartable(restart_on=("failure",))
     status = Path(JobPaths(str(tmp_path)).status)
     earlier = [
         {"event": "start", "submission": "s1", "attempt": 0, "components": [{"name": "ddp", "nodes": ["a", "b"]}]},
@@ -324,7 +314,7 @@ def test_nodes_whose_files_are_late_are_lost_only_if_their_beats_stopped_too(tmp
 
     # node 0's command fails after ~2 s; nodes 1 and 2 leave no exit record (srun kills them then), and their
     # liveness files are a minute old, as when the shared filesystem stalls under checkpoint load
-    plan = plan_of(nodes=3)
+    plan = restartable(nodes=3)
     stalled_liveness_files(tmp_path, range(1, 3))
     supervisor, _ = supervise(plan, tmp_path, {"ddp-0": (1, 20), "ddp-1": (None, 0), "ddp-2": (None, 0)}, FakeControl())
 

@@ -7,26 +7,9 @@ import subprocess
 import pytest
 
 from ti_slurm.backends.base import JobInfo
-from ti_slurm.backends.slurm import SlurmBackend, parse_job_id, parse_scontrol_jobs, parse_version
-from ti_slurm.errors import BackendError, SubmissionError
+from ti_slurm.backends.slurm import SlurmBackend, parse_scontrol_jobs
+from ti_slurm.core.errors import BackendError, SubmissionError
 from ti_slurm.transports import LocalTransport
-
-
-@pytest.mark.parametrize(
-    "text,version", [("slurm 22.05.8", (22, 5)), ("slurm-wlm 22.05.8\n", (22, 5)), ("slurm 25.11.0", (25, 11))]
-)
-def test_versions(text: str, version: tuple[int, int]) -> None:
-    assert parse_version(text) == version
-
-
-@pytest.mark.parametrize("text,job", [("123\n", "123"), ("77;cluster2\n", "77"), ("warning: x\n456\n", "456")])
-def test_job_ids(text: str, job: str) -> None:
-    assert parse_job_id(text) == job
-
-
-def test_no_job_id_is_an_error() -> None:
-    with pytest.raises(SubmissionError, match="no job id"):
-        parse_job_id("sbatch: error: Batch job submission failed\n")
 
 
 def job_line(job_id: str, state: str, reason: str = "None", nodes: str = "(null)", **extra: str) -> str:
@@ -118,7 +101,7 @@ def test_queue_states_say_what_the_job_is_doing() -> None:
 
 
 def test_a_job_directory_is_found_from_its_output_file() -> None:
-    show = "JobId=77 JobName=x\n   StdOut=/scratch/jobs/slurm-77.out\n"
+    show = "JobId=77 JobName=x WorkDir=/home/me StdIn=/dev/null StdOut=/scratch/jobs/slurm-77.out\n"
     runner = FakeSlurm({"scontrol": subprocess.CompletedProcess(["scontrol"], 0, show, "")})
     assert SlurmBackend(LocalTransport(runner)).find_job_dir("77") == "/scratch/jobs/77"
     assert SlurmBackend(LocalTransport(FakeSlurm({}))).find_job_dir("78") is None

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from supervisor_fakes import FakeLauncher, events
 
+from tests.factories import job_plan
+from ti_slurm.core.errors import ContractError
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import ContractError
 from ti_slurm.job.contract import node_contract
 from ti_slurm.job.supervisor.judge import Outcome
 from ti_slurm.job.supervisor.loop import Supervisor
@@ -20,10 +21,10 @@ from ti_slurm.script import render
 from ti_slurm.spec import load_spec
 
 
-def plan_of(spares: int = 1, nodes: int = 2, **fields: object) -> JobPlan:
+def with_spares(spares: int = 1, nodes: int = 2, **fields: object) -> JobPlan:
+    """A DDP plan of ``nodes`` nodes and ``spares`` spares that restarts in place twice."""
     restart = {"restart_max": 0, "restart_on": ("node_fail", "failure"), "restart_in_place": 2}
-    comp = Component("ddp", nodes, 0, 1, spares=spares)
-    return JobPlan("t", "ddp", "true", (comp,), submission="s1", **(restart | fields))  # type: ignore[arg-type]
+    return job_plan("ddp", Component("ddp", nodes, 0, 1, spares=spares), submission="s1", **(restart | fields))
 
 
 def lost(*names: str) -> Outcome:
@@ -33,8 +34,8 @@ def lost(*names: str) -> Outcome:
 
 
 def test_a_lost_node_gets_a_spare_in_its_place_and_is_never_used_again(tmp_path: Path) -> None:
-    launcher = FakeLauncher(plan_of(spares=2), tmp_path, {})
-    nodes = NodeSet(plan_of(spares=2), launcher)
+    launcher = FakeLauncher(with_spares(spares=2), tmp_path, {})
+    nodes = NodeSet(with_spares(spares=2), launcher)
     assert nodes.running == [["ddp-host0", "ddp-host1"]] and nodes.spares(0) == ["ddp-host2", "ddp-host3"]
     replaced = nodes.replacements(lost("ddp-host0"))
     assert replaced == {"ddp-host0": "ddp-host2"}
@@ -49,7 +50,7 @@ def test_a_lost_node_gets_a_spare_in_its_place_and_is_never_used_again(tmp_path:
 def test_a_lost_node_restarts_in_place_on_a_spare_and_the_job_completes(tmp_path: Path) -> None:
     from tests.unit.test_restart import FakeControl
 
-    plan = plan_of()
+    plan = with_spares()
     control = FakeControl(down=("ddp-host1",))
     # attempt 0: node 1 leaves no record (its node died), node 0 fails when its peer vanishes; then all is well
     script = {"ddp-0@0": (1, 0), "ddp-1@0": (None, 0)}
@@ -65,12 +66,34 @@ def test_a_lost_node_restarts_in_place_on_a_spare_and_the_job_completes(tmp_path
 
 
 @pytest.mark.parametrize("spares", [1, 0])
+def test_a_node_slurm_cannot_start_the_step_on_is_the_nodes_failure(tmp_path: Path, spares: int) -> None:
+    """srun says "Task launch ... failed on node X": X failed, not the training. With a spare, the job restarts in
+    place on it; without one, it ends NODE_FAIL naming X and Slurm's words (a requeue would leave X out)."""
+    from tests.unit.test_restart import FakeControl
+
+    plan = with_spares(spares=spares, restart_in_place=2 if spares else 0)
+    script = {"ddp-0@0": (137, 0), "ddp-1@0": (None, 0)}  # node 0 killed as srun aborts; node 1 never started
+    why = "Communication connection failure"
+    launcher = FakeLauncher(plan, tmp_path, script, control=FakeControl(), unlaunched={"ddp-1@0": why})
+    outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
+    end = next(e for e in events(tmp_path) if e["event"] == "end")
+    assert (end["cause"], end["lost_nodes"]) == ("node_fail", ["ddp-host1"])
+    assert end["reason"].startswith(f"Slurm could not start the step on node(s) ddp-host1 ({why}); ")
+    if spares:
+        assert outcome.state is JobState.COMPLETED, outcome.reason
+        starts = [e for e in events(tmp_path) if e["event"] == "start"]
+        assert starts[1]["components"][0]["nodes"] == ["ddp-host0", "ddp-host2"]
+    else:
+        assert outcome.state is JobState.NODE_FAIL and outcome.reason == end["reason"]
+
+
+@pytest.mark.parametrize("spares", [1, 0])
 def test_a_node_that_fails_its_preflight_is_taken_out_for_a_spare(tmp_path: Path, spares: int) -> None:
     """With a spare left, a node whose preflight failed (exit 125) is swapped for it like a lost node; without
     one, it is a failure like any other (here restarted in place on the same nodes)."""
     from tests.unit.test_restart import FakeControl
 
-    plan = plan_of(spares=spares)
+    plan = with_spares(spares=spares)
     control = FakeControl()
     launcher = FakeLauncher(plan, tmp_path, {"ddp-1@0": (125, 0)}, control=control)
     outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
@@ -88,7 +111,7 @@ def test_a_node_that_fails_its_preflight_is_taken_out_for_a_spare(tmp_path: Path
 def test_without_a_spare_left_a_lost_node_requeues_as_before(tmp_path: Path) -> None:
     from tests.unit.test_restart import FakeControl
 
-    plan = plan_of(spares=0, restart_max=1)
+    plan = with_spares(spares=0, restart_max=1)
     control = FakeControl(down=("ddp-host1",))
     launcher = FakeLauncher(plan, tmp_path, {"ddp-0": (1, 0), "ddp-1": (None, 0)}, control=control)
     outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
@@ -116,7 +139,7 @@ def test_spares_join_the_workers_of_a_ps_worker_job(tmp_path: Path) -> None:
 
 
 def test_each_node_takes_its_place_from_the_attempts_nodes_not_slurms_order(tmp_path: Path) -> None:
-    plan = plan_of()
+    plan = with_spares()
     env = {
         "SLURM_JOB_ID": "7",
         "SLURM_JOB_NODELIST": "n[1-3]",  # the allocation: n2 was lost, n3 (the spare) took its place
@@ -135,7 +158,7 @@ def test_each_node_takes_its_place_from_the_attempts_nodes_not_slurms_order(tmp_
 
 
 def elastic_plan(most: int = 3, fewest: int = 2, spares: int = 0) -> JobPlan:
-    return plan_of().replace(components=(Component("ddp", most, 0, 1, spares=spares, min_nodes=fewest),))
+    return with_spares().replace(components=(Component("ddp", most, 0, 1, spares=spares, min_nodes=fewest),))
 
 
 def test_an_elastic_job_runs_on_what_slurm_gave_and_its_plan_says_that_size(tmp_path: Path) -> None:
@@ -188,7 +211,7 @@ def test_an_elastic_job_restarts_in_place_on_fewer_nodes_and_completes(tmp_path:
 def test_each_node_of_an_elastic_job_sees_the_size_of_its_attempt(tmp_path: Path) -> None:
     from ti_slurm.job.contract import attempt_plan
 
-    plan = plan_of().replace(mode="mpi", components=(Component("mpi", 4, 2, 1, min_nodes=2),))
+    plan = with_spares().replace(mode="mpi", components=(Component("mpi", 4, 2, 1, min_nodes=2),))
     env = {
         "SLURM_JOB_ID": "7",
         "SLURM_JOB_NODELIST": "n[1-4]",

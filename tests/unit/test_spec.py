@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from ti_slurm.errors import ConfigError, SpecError
+from ti_slurm.core.errors import ConfigError, SpecError
 from ti_slurm.planning import make_plan
 from ti_slurm.spec import load_spec, parse_spec
 
@@ -197,8 +197,8 @@ def test_bad_specs_name_the_field(doc: object, field: str) -> None:
         ("mode: ddp\ncommand: x\nnodes: 2\nmem: ٥G\n", "mem: '٥G': expected a Slurm memory size"),
         ("mode: ddp\ncommand: x\nnodes: true\n", "nodes: True: expected a number, not true/false"),
         ("mode: ddp\ncommand: x\nnodes: 2\ngpus_per_node: false\n", "gpus_per_node: False: expected a number"),
-        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {RANK: 3}\n", "RANK is set by ti-slurm on every node"),
-        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {SLURM_JOB_ID: 3}\n", "SLURM_JOB_ID is set by ti-slurm"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {RANK: '3'}\n", "env.RANK: '3': RANK is set by mode ddp on every node"),
+        ("mode: ddp\ncommand: x\nnodes: 2\nenv: {SLURM_JOB_ID: '3'}\n", "SLURM_* variables are set by Slurm"),
         ("mode: ddp\ncommand: x\nnodes: 2\nsbatch: {exclude: 'node[3-1]'}\n", "sbatch.exclude: 'node[3-1]': bad"),
     ],
 )

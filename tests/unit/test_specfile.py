@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import run_cli
-from ti_slurm.errors import SpecError
+from ti_slurm.core.errors import SpecError
 from ti_slurm.planning import make_plan
 from ti_slurm.spec import InputSpec, JobSpec, NodeRange, load_spec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ti_slurm.errors import ConfigError
+from ti_slurm.core.errors import ConfigError
 
 pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
 from ti_slurm.transports.ssh import parse_target

@@ -10,15 +10,12 @@ from typing import Any, cast
 import pytest
 from supervisor_fakes import FakeLauncher, FakeProcess, events
 
+from tests.factories import job_plan
 from ti_slurm.core.paths import JobPaths
-from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.supervisor.launchers import Launch
 from ti_slurm.job.supervisor.loop import Supervisor
-
-
-def plan_of(mode: str, *components: tuple[str, int]) -> JobPlan:
-    return JobPlan("t", mode, "true", tuple(Component(name, n, 0, 1) for name, n in components))
 
 
 def run(plan: JobPlan, tmp_path: Path, script: dict[str, tuple[int | None, int]]) -> tuple[Any, FakeLauncher]:
@@ -28,14 +25,14 @@ def run(plan: JobPlan, tmp_path: Path, script: dict[str, tuple[int | None, int]]
 
 
 def test_every_node_exiting_0_completes_the_job(tmp_path: Path) -> None:
-    outcome, _ = run(plan_of("ddp", ("ddp", 3)), tmp_path, {})
+    outcome, _ = run(job_plan("ddp", ("ddp", 3)), tmp_path, {})
     assert outcome.state is JobState.COMPLETED and outcome.exit_code == 0
     assert [e["event"] for e in events(tmp_path)] == ["start", "step-exit", "step-exit", "step-exit", "end"]
     assert events(tmp_path)[0]["components"] == [{"name": "ddp", "nodes": ["ddp-host0", "ddp-host1", "ddp-host2"]}]
 
 
 def test_the_first_failing_node_fails_the_job_and_the_rest_are_stopped(tmp_path: Path) -> None:
-    outcome, launcher = run(plan_of("mpi", ("mpi", 3)), tmp_path, {"mpi-1": (3, 2), "mpi-2": (None, 0)})
+    outcome, launcher = run(job_plan("mpi", ("mpi", 3)), tmp_path, {"mpi-1": (3, 2), "mpi-2": (None, 0)})
     assert outcome.state is JobState.FAILED and outcome.exit_code == 3
     assert outcome.failed == {"component": "mpi", "node": "mpi-host1", "index": 1, "exit_code": 3}
     assert launcher.stopped == ["mpi-2"]
@@ -43,7 +40,7 @@ def test_the_first_failing_node_fails_the_job_and_the_rest_are_stopped(tmp_path:
 
 
 def test_parameter_servers_are_stopped_once_every_worker_succeeded(tmp_path: Path) -> None:
-    plan = plan_of("ps-worker", ("ps", 2), ("worker", 2))
+    plan = job_plan("ps-worker", ("ps", 2), ("worker", 2))
     outcome, launcher = run(plan, tmp_path, {"ps-0": (None, 0), "ps-1": (None, 0), "worker-1": (0, 3)})
     assert outcome.state is JobState.COMPLETED
     assert sorted(launcher.stopped) == ["ps-0", "ps-1"]
@@ -52,7 +49,7 @@ def test_parameter_servers_are_stopped_once_every_worker_succeeded(tmp_path: Pat
 
 
 def test_a_parameter_server_exiting_while_workers_run_fails_the_job(tmp_path: Path) -> None:
-    plan = plan_of("ps-worker", ("ps", 1), ("worker", 1))
+    plan = job_plan("ps-worker", ("ps", 1), ("worker", 1))
     outcome, _ = run(plan, tmp_path, {"ps-0": (0, 1), "worker-0": (None, 0)})
     assert outcome.state is JobState.FAILED
     assert outcome.reason == "ps node ps-host0 (index 0) exited 0 while the job was still running"
@@ -63,7 +60,7 @@ def test_a_step_that_exits_0_without_its_node_records_fails_the_job(tmp_path: Pa
         def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
             return [Launch(component, plan.components[component].name, nodes, cast(Any, FakeProcess(0)))]
 
-    plan = plan_of("ddp", ("ddp", 2))
+    plan = job_plan("ddp", ("ddp", 2))
     launcher = NoRecords(plan, tmp_path, {})
     outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
     assert outcome.state is JobState.FAILED
@@ -71,7 +68,7 @@ def test_a_step_that_exits_0_without_its_node_records_fails_the_job(tmp_path: Pa
 
 
 def test_horovod_launches_the_launcher_only(tmp_path: Path) -> None:
-    plan = plan_of("horovod", ("horovod", 4))
+    plan = job_plan("horovod", ("horovod", 4))
     outcome, _ = run(plan, tmp_path, {})
     assert outcome.state is JobState.COMPLETED
     assert [e["nodes"] for e in events(tmp_path) if e["event"] == "step-exit"] == [[0]]
@@ -79,7 +76,7 @@ def test_horovod_launches_the_launcher_only(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("record_first", [True, False])
 def test_a_cancelled_job_records_cancelled_in_the_order_its_launcher_needs(tmp_path: Path, record_first: bool) -> None:
-    plan = plan_of("ddp", ("ddp", 1))
+    plan = job_plan("ddp", ("ddp", 1))
     launcher = FakeLauncher(plan, tmp_path, {"ddp-0": (None, 0)})
     launcher.record_before_stop_on_cancel = record_first
     supervisor = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None)
@@ -92,7 +89,7 @@ def test_a_cancelled_job_records_cancelled_in_the_order_its_launcher_needs(tmp_p
 
 def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: Path) -> None:
     """Out of disk at the first event: nothing keeps running behind a broken supervisor."""
-    plan = plan_of("mpi", ("mpi", 2))
+    plan = job_plan("mpi", ("mpi", 2))
     launcher = FakeLauncher(plan, tmp_path, {"mpi-0": (None, 0), "mpi-1": (None, 0)})
     supervisor = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None)
 
@@ -108,7 +105,7 @@ def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: 
 def test_two_local_submits_in_the_same_millisecond_get_different_jobs(tmp_path: Path) -> None:
     from ti_slurm.backends.local import local_job_number
 
-    plan = plan_of("mpi", ("mpi", 1))
+    plan = job_plan("mpi", ("mpi", 1))
     first, second = (local_job_number(plan, str(tmp_path), 424242) for _ in range(2))
     assert first != second and (tmp_path / f"local-{first}").is_dir() and (tmp_path / f"local-{second}").is_dir()
 
@@ -118,7 +115,7 @@ def in_place(plan: JobPlan, times: int, on: tuple[str, ...] = ("failure", "hang"
 
 
 def test_a_failure_restarts_the_commands_in_place_as_the_next_attempt(tmp_path: Path) -> None:
-    plan = in_place(plan_of("ddp", ("ddp", 2)), 2)
+    plan = in_place(job_plan("ddp", ("ddp", 2)), 2)
     outcome, launcher = run(plan, tmp_path, {"ddp-1@0": (3, 1), "ddp-0@0": (None, 0)})
     assert outcome.state is JobState.COMPLETED and launcher.attempt == 1
     ends = [e for e in events(tmp_path) if e["event"] == "end"]
@@ -131,19 +128,19 @@ def test_a_failure_restarts_the_commands_in_place_as_the_next_attempt(tmp_path: 
 
 
 def test_in_place_restarts_stop_at_their_number_and_the_job_fails(tmp_path: Path) -> None:
-    outcome, launcher = run(in_place(plan_of("mpi", ("mpi", 1)), 2), tmp_path, {"mpi-0": (3, 0)})
+    outcome, launcher = run(in_place(job_plan("mpi", ("mpi", 1)), 2), tmp_path, {"mpi-0": (3, 0)})
     assert outcome.state is JobState.FAILED and launcher.attempt == 2
     assert outcome.reason == "mpi node mpi-host0 (index 0) exited 3"
     assert [e.get("in_place") for e in events(tmp_path) if e["event"] == "end"] == [True, True, None]
 
 
 def test_a_cause_restart_on_does_not_list_is_not_restarted_in_place(tmp_path: Path) -> None:
-    outcome, launcher = run(in_place(plan_of("mpi", ("mpi", 1)), 2, on=("hang",)), tmp_path, {"mpi-0": (3, 0)})
+    outcome, launcher = run(in_place(job_plan("mpi", ("mpi", 1)), 2, on=("hang",)), tmp_path, {"mpi-0": (3, 0)})
     assert outcome.state is JobState.FAILED and launcher.attempt == 0
 
 
 def test_parameter_servers_are_stopped_for_a_restart_without_the_checkpoint_signal(tmp_path: Path) -> None:
-    plan = in_place(plan_of("ps-worker", ("ps", 1), ("worker", 1)), 1)
+    plan = in_place(job_plan("ps-worker", ("ps", 1), ("worker", 1)), 1)
     outcome, launcher = run(plan, tmp_path, {"ps-0": (None, 0), "worker-0@0": (4, 1)})
     assert outcome.state is JobState.COMPLETED
     assert launcher.signalled == [] and launcher.stopped == ["ps-0", "ps-0"]  # for the restart, then at the end
@@ -158,7 +155,7 @@ def test_a_requeued_job_numbers_its_attempts_after_the_restarts_in_place(tmp_pat
         {"event": "end", "submission": "", "attempt": 1, "state": "TIMEOUT", "requeue": True, "cause": "timeout"},
     ]
     Path(log).write_text("".join(json.dumps(e) + "\n" for e in earlier))
-    launcher = FakeLauncher(plan_of("mpi", ("mpi", 1)), tmp_path, {}, restart_count=1)
-    Supervisor(plan_of("mpi", ("mpi", 1)), str(tmp_path), launcher, say=lambda text: None).run()
+    launcher = FakeLauncher(job_plan("mpi", ("mpi", 1)), tmp_path, {}, restart_count=1)
+    Supervisor(job_plan("mpi", ("mpi", 1)), str(tmp_path), launcher, say=lambda text: None).run()
     assert launcher.attempt == 2 and events(tmp_path)[-1]["attempt"] == 2
     assert (tmp_path / "attempts" / "1").is_dir()

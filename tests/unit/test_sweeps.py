@@ -15,12 +15,13 @@ from tests.conftest import run_cli
 from tests.unit.test_pyslurm_backend import KNOWN, sbatch_lines
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.pyslurm import job_description
-from ti_slurm.backends.slurm import array_task_ids, parse_scontrol_jobs
+from ti_slurm.backends.slurm import SlurmBackend, parse_scontrol_jobs
+from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.plan import JobPlan, with_params
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import ConfigError
 from ti_slurm.planning import make_plan
 from ti_slurm.script import render
+from ti_slurm.slurm.text import array_task_ids
 from ti_slurm.spec import load_spec
 from ti_slurm.sweeps import grid_points, read_points
 
@@ -95,7 +96,7 @@ def test_the_queue_names_each_task_of_an_array_as_its_point(write_spec) -> None:
     # as Slurm 22.05 prints them: the pending rest of the array in one entry, each started task on its own
     pending = "JobId=100 ArrayJobId=100 ArrayTaskId=2-5%2 ArrayTaskThrottle=2 JobName=sw UserId=me(1000) "
     running = "JobId=103 ArrayJobId=100 ArrayTaskId=1 ArrayTaskThrottle=2 JobName=sw UserId=me(1000) "
-    rest = "GroupId=g(1000) JobState={} Reason={} Dependency=(null) NodeList={} a b\n"
+    rest = "GroupId=g(1000) JobState={} Reason={} Dependency=(null) NodeList={} BatchHost=n1\n"
     text = pending + rest.format("PENDING", "JobArrayTaskLimit", "(null)")
     text += running + rest.format("RUNNING", "None", "n[1-2]")
     queued = parse_scontrol_jobs(text, 1000)
@@ -153,12 +154,11 @@ def test_the_api_refuses_a_bad_grid_naming_the_field(points: object, where: str)
     assert err.value.field == where
 
 
-class CountingQueue:
-    """A backend whose queue is asked through one call for all of a user's jobs, counting those calls."""
-
-    name = "slurm"
+class CountingQueue(SlurmBackend):
+    """The Slurm backend, its queue (one call for all of a user's jobs) answered here and its calls counted."""
 
     def __init__(self, array: str, points: int) -> None:
+        super().__init__()
         self.calls = 0
         self.entries = {f"{array}_{k}": JobInfo(f"{array}_{k}", state=JobState.PENDING) for k in range(points)}
 

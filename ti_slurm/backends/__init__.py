@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ti_slurm.backends.base import Backend, JobInfo
 from ti_slurm.core.choices import BACKENDS
-from ti_slurm.errors import ConfigError
+from ti_slurm.core.errors import ConfigError
 
 __all__ = ["BACKENDS", "Backend", "JobInfo", "get_backend"]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ti_slurm.core.errors import SpecError
+from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 
@@ -28,15 +30,22 @@ class JobInfo:
 
 
 class Backend(Protocol):
-    """Submit, watch and stop jobs somewhere. Only backends touch the world."""
+    """Submit, watch and stop jobs somewhere. Only backends touch the world.
+
+    What a backend can do is said by its capabilities, never by its name: the API, the CLI and sweeps ask
+    these, so a new backend (slurmrestd, another cluster) says what it is once.
+    """
 
     name: str
+    queues_jobs: bool  # a scheduler queues jobs (a sweep may keep to max_parallel, any number of points)
+    job_arrays: bool  # a sweep may be one job array (its points the array's tasks)
+    finds_jobs_by_id: bool  # the scheduler knows a job's directory from its id (no local record needed)
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         """Create the output directory, submit a rendered job; return its id and job directory.
 
         With ``check_fit``, a job that can never start on its partitions as they stand is
-        refused (:class:`~ti_slurm.errors.SubmissionError`) before anything is submitted.
+        refused (:class:`~ti_slurm.core.errors.SubmissionError`) before anything is submitted.
         """
         ...
 
@@ -85,6 +94,10 @@ class Backend(Protocol):
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
 
+    def batch_log(self, paths: JobPaths) -> str:
+        """The job file where the batch script's own output goes (a job that ended without a record: why)."""
+        ...
+
 
 class SubmitsInOneStep:
     """The submit seam of a backend whose submit is one step here: nothing to begin or abort, nothing to
@@ -105,19 +118,34 @@ class SubmitsInOneStep:
         pass
 
     def upload(self, local: str, remote: str) -> int:
-        from ti_slurm.errors import ConfigError
+        from ti_slurm.core.errors import ConfigError
 
         raise ConfigError("sync", local, "uploads to a login node: give a host too")
 
 
-def make_output_dir(path: str) -> None:
-    """Create the job's output directory here (or on the shared filesystem); a failure names the spec field."""
-    import os
+MIN_FREE_KIB = 1024  # an output directory with less free space cannot hold a job's records and first logs
 
-    from ti_slurm.errors import SpecError
+
+def full_output_dir(path: str, free_kib: int) -> SpecError | None:
+    """The refusal of an output directory whose filesystem is (nearly) full, else ``None``: the job would start
+    and end unable to write its records, said only as an unknown end."""
+    if free_kib >= MIN_FREE_KIB:
+        return None
+    why = f"its filesystem has {free_kib} KiB free: the job could not write its records and logs; free some space"
+    return SpecError("output_dir", path, why + " or choose another output_dir (nothing was submitted)")
+
+
+def make_output_dir(path: str) -> None:
+    """Create the job's output directory here (or on the shared filesystem), with room for the job's files; a
+    failure names the spec field."""
+    import os
 
     try:
         os.makedirs(path, exist_ok=True)
+        stat = os.statvfs(path)
     except OSError as exc:
         why = "a file is in the way" if isinstance(exc, FileExistsError | NotADirectoryError) else exc.strerror
         raise SpecError("output_dir", path, f"cannot create it: {why}") from None
+    refused = full_output_dir(path, stat.f_bavail * stat.f_frsize // 1024)
+    if refused is not None and stat.f_blocks:  # /proc and /sys have no blocks at all: refused below, as such
+        raise refused

@@ -17,11 +17,11 @@ from ti_slurm.backends.base import (
     SubmitsInOneStep,
     make_output_dir,
 )
+from ti_slurm.core.errors import BackendError, ConfigError, SpecError, SubmissionError
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import BackendError, ConfigError, SpecError, SubmissionError
 from ti_slurm.job.contract import job_ports
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.net import port_is_free
@@ -57,6 +57,10 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
     """Runs jobs as local processes."""
 
     name = "local"
+    queues_jobs = job_arrays = finds_jobs_by_id = False  # every job starts at once, as processes here
+
+    def batch_log(self, paths: JobPaths) -> str:
+        return paths.supervisor_log  # the supervisor runs in place of the batch script
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         if plan.dependency:  # said, not ignored: the job would start before the jobs it waits for end

@@ -14,8 +14,8 @@ import socket
 import subprocess
 import sys
 
+from ti_slurm.core.errors import SpecError
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.errors import SpecError
 
 REFUSED = "ti-slurm-code-refused "  # the marker of a refusal on stderr, then JSON: field, value, why
 

@@ -28,12 +28,13 @@ from dataclasses import replace
 from typing import Any
 
 from ti_slurm.backends.base import JobInfo, make_output_dir
-from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry, array_task_ids, parse_version
+from ti_slurm.backends.slurm import SlurmBackend, add_queue_entry
 from ti_slurm.core.environ import job_environment, leaking
+from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.slurm.request import MANAGED, Value, component_options
+from ti_slurm.slurm.text import array_task_ids, parse_version
 from ti_slurm.transports import run_local
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
@@ -223,7 +224,7 @@ def without_leaking_environment() -> Iterator[None]:
 
 
 def sinfo_text(partitions: list[dict[str, Any]], node_gres: Mapping[str, str]) -> str:
-    """Partitions as ``sinfo -h -o '%P|%D|%G|%l'`` prints them (pure; see :func:`ti_slurm.queue.parse_sinfo`).
+    """Partitions as ``sinfo -h -o '%P|%D|%G|%l'`` prints them (pure; see :func:`ti_slurm.slurm.text.parse_partitions`).
 
     ``partitions``: ``name``, ``default``, ``nodes`` (names), ``max_time`` (minutes, or None);
     ``node_gres``: each node's configured gres (``gpu:8``).

@@ -13,8 +13,6 @@ which changed between releases) and ``scontrol -o show job`` fields.
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,31 +22,24 @@ from ti_slurm.backends.base import (
     SubmitsInOneStep,
     make_output_dir,
 )
+from ti_slurm.core.errors import BackendError, SubmissionError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.errors import BackendError, SubmissionError
+from ti_slurm.slurm.text import (
+    COMMENTS_FORMAT,
+    PARTITIONS_FORMAT,
+    array_task_ids,
+    output_dir,
+    owner_uid,
+    parse_comments,
+    parse_config,
+    parse_job_id,
+    parse_partitions,
+    show_job_records,
+    value,
+)
 from ti_slurm.transports import LocalTransport, Transport
-
-_VERSION = re.compile(r"slurm[- ](?:wlm )?(\d+)\.(\d+)")
-_JOB_ID = re.compile(r"(\d+)(?:;\S+)?")
-
-
-def parse_version(text: str) -> tuple[int, int]:
-    """``slurm 22.05.8`` -> (22, 5)."""
-    m = _VERSION.search(text)
-    if m is None:
-        raise BackendError(f"cannot read a Slurm version from {text.strip()[:80]!r}")
-    return int(m.group(1)), int(m.group(2))
-
-
-def parse_job_id(text: str) -> str:
-    """The job id from ``sbatch --parsable`` output (``123`` or ``123;cluster``)."""
-    line = text.strip().splitlines()[-1] if text.strip() else ""
-    m = _JOB_ID.fullmatch(line)
-    if m is None:
-        raise SubmissionError(f"sbatch printed no job id: {text.strip()[:200]!r}")
-    return m.group(1)
 
 
 def checked_stdout(
@@ -61,9 +52,6 @@ def checked_stdout(
     return res.stdout
 
 
-SINFO_FORMAT = "%P|%D|%G|%l"  # partition (* = default), nodes, gres, time limit: a line per group of alike nodes
-
-
 def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key: str) -> None:
     """A :class:`SubmissionError` when ``plan`` can never start on its partitions as they stand.
 
@@ -71,10 +59,10 @@ def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key:
     ``ask`` asks the scheduler. A job the shared answer cannot fit is checked again on a
     fresh one (nodes may have been added meanwhile) before it is refused.
     """
-    from ti_slurm.queue import parse_sinfo, store_text, unfit_reason
+    from ti_slurm.queue import store_text, unfit_reason
 
     def reason_from(text: str) -> str | None:
-        partitions = parse_sinfo(text)
+        partitions = parse_partitions(text)
         return unfit_reason(plan, partitions) if partitions else None  # no sinfo answer: let sbatch judge
 
     def fresh() -> str:
@@ -90,42 +78,18 @@ def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key:
         raise SubmissionError(f"the job can never start: {reason} (nothing was submitted)")
 
 
-_FIELD = re.compile(r"(?:^| )(JobId|HetJobId|ArrayJobId|ArrayTaskId|JobState|Reason|NodeList|UserId|Dependency)=(\S*)")
-_JOB_NAME = re.compile(r" JobName=(.*?) (?:HetJobIdSet|UserId)=")
-
-
 def parse_scontrol_jobs(text: str, uid: int) -> dict[str, JobInfo]:
     """``scontrol -o show job`` (a line per job, or per heterogeneous component) for user ``uid``."""
     out: dict[str, JobInfo] = {}
-    for line in text.splitlines():
-        fields = dict(_FIELD.findall(line))
-        owner = fields.get("UserId", "")
-        if "JobId" not in fields or not owner.endswith(f"({uid})"):
+    for fields in show_job_records(text):
+        if owner_uid(fields) != uid:
             continue
-        job_id = fields.get("HetJobId") or fields["JobId"]
-        name = _JOB_NAME.search(line)
-        nodes, needs = fields.get("NodeList", ""), fields.get("Dependency", "")
-        entry = JobInfo(job_id, name.group(1) if name else "", "slurm", nodes="" if nodes == "(null)" else nodes)
-        entry.dependency = "" if needs == "(null)" else needs
-        for key in array_task_ids(fields.get("ArrayJobId", ""), fields.get("ArrayTaskId", "")) or [job_id]:
+        job_id = value(fields, "HetJobId") or fields["JobId"]
+        entry = JobInfo(job_id, fields.get("JobName", ""), "slurm", nodes=value(fields, "NodeList"))
+        entry.dependency = value(fields, "Dependency")
+        for key in array_task_ids(value(fields, "ArrayJobId"), value(fields, "ArrayTaskId")) or [job_id]:
             add_queue_entry(out, replace(entry, job_id=key), fields.get("JobState", ""), fields.get("Reason", ""))
     return out
-
-
-def array_task_ids(array_id: object, tasks: object) -> list[str]:
-    """The ids of the array tasks a queue entry stands for, as ti-slurm names a sweep's points (``100_3``):
-    a running task's one, or each of a pending entry's (``ArrayTaskId=2-5%2``, ``1,3``); none for a job
-    that is no array task."""
-    array, spec = str(array_id or ""), str(tasks or "").split("%")[0]
-    if not array.isdigit() or not spec:
-        return []
-    ids: list[str] = []
-    for part in spec.split(","):
-        first, _, rest = part.partition("-")
-        last, _, step = rest.partition(":")
-        if first.isdigit() and (not last or last.isdigit()) and (not step or step.isdigit()):
-            ids += [f"{array}_{n}" for n in range(int(first), int(last or first) + 1, int(step or 1))]
-    return ids
 
 
 def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, reason: str) -> None:
@@ -157,6 +121,7 @@ class SlurmBackend(SubmitsInOneStep):
     """The Slurm command-line tools, here or through a runner (SSH)."""
 
     name = "slurm"
+    queues_jobs = job_arrays = finds_jobs_by_id = True
 
     def __init__(self, transport: Transport | None = None) -> None:
         self.transport: Transport = transport or LocalTransport()
@@ -180,8 +145,8 @@ class SlurmBackend(SubmitsInOneStep):
         return self._info(self.sbatch(SBATCH_ARGV, script), plan)
 
     def sinfo(self) -> str:
-        """The partitions, as :func:`~ti_slurm.queue.parse_sinfo` reads them."""
-        return self._ok(["sinfo", "-h", "-o", SINFO_FORMAT])
+        """The partitions, as :func:`~ti_slurm.slurm.text.parse_partitions` reads them."""
+        return self._ok(["sinfo", "-h", "-o", PARTITIONS_FORMAT])
 
     def partitions_key(self) -> str:
         """The shared cache's name for this cluster's partitions."""
@@ -199,8 +164,7 @@ class SlurmBackend(SubmitsInOneStep):
 
         def ask() -> str:
             res = self.run(["scontrol", "show", "config"], None)
-            found = re.search(r"^MaxArraySize\s*=\s*(\d+)", res.stdout, re.M) if res.returncode == 0 else None
-            return found.group(1) if found else ""
+            return parse_config(res.stdout).get("MaxArraySize", "") if res.returncode == 0 else ""
 
         text = shared_text(f"max-array-size-{self.name}", PARTITIONS_MAX_AGE, ask)
         return int(text) if text and text.isdigit() else None
@@ -227,21 +191,21 @@ class SlurmBackend(SubmitsInOneStep):
 
     def find_by_comment(self, comment: str) -> str | None:
         """A queued job of this user whose comment is ``comment`` (for safe retries)."""
-        out = self._ok(["squeue", "--me", "-h", "-o", "%i|%k"])
-        for line in out.splitlines():
-            job_id, _, text = line.partition("|")
-            if text.strip() == comment:
-                return job_id.split("+", 1)[0]
-        return None
+        found = parse_comments(self._ok(["squeue", "--me", "-h", "-o", COMMENTS_FORMAT]))
+        return next((job_id for job_id, text in found.items() if text == comment), None)
 
     def find_job_dir(self, job_id: str) -> str | None:
         """A job's directory from its StdOut path (``<output dir>/slurm-<id>.out``)."""
-        res = self.run(["scontrol", "show", "job", job_id], None)
-        m = re.search(r"StdOut=(\S+)", res.stdout) if res.returncode == 0 else None
-        return JobPaths.of(os.path.dirname(m.group(1)), job_id).root if m else None
+        res = self.run(["scontrol", "-o", "show", "job", job_id], None)
+        records = show_job_records(res.stdout) if res.returncode == 0 else []
+        folder = output_dir(records[0]) if records else None
+        return JobPaths.of(folder, job_id).root if folder else None
 
     def cancel(self, job: JobInfo) -> None:
         self._ok(["scancel", job.job_id])
+
+    def batch_log(self, paths: JobPaths) -> str:
+        return paths.batch_output  # sbatch's --output
 
     def read_text(self, path: str) -> str | None:
         return self.transport.read_text(path)

@@ -7,21 +7,16 @@ import contextlib
 import subprocess
 from typing import Any
 
-from ti_slurm.backends.base import JobInfo
-from ti_slurm.backends.slurm import (
-    SBATCH_ARGV,
-    SINFO_FORMAT,
-    SlurmBackend,
-    checked_stdout,
-    parse_job_id,
-    refuse_unfit,
-)
+from ti_slurm.backends.base import MIN_FREE_KIB, JobInfo, full_output_dir
+from ti_slurm.backends.slurm import SBATCH_ARGV, SlurmBackend, checked_stdout, refuse_unfit
 from ti_slurm.core.environ import KEPT, LEAKING_PREFIXES
+from ti_slurm.core.errors import BackendError, SpecError, SubmissionError
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.errors import BackendError, SpecError, SubmissionError
 from ti_slurm.slurm.request import submission_comment
+from ti_slurm.slurm.text import PARTITIONS_FORMAT, parse_job_id
 from ti_slurm.transports.ssh import SSHSession
 
+FULL_MARK = "ti-slurm-output-dir-full"  # the remote half's word that the output directory has no room
 SINFO_END = "--ti-slurm-sinfo-end--"  # the remote submit's marker after the partitions
 PYTHON_END = "--ti-slurm-python-end--"  # ... and after what the job's Python said of ti-slurm
 # run by the job's Python on the login node before anything is submitted: the plan version of its
@@ -66,12 +61,16 @@ class SSHBackend(SlurmBackend):
             f"for v in $( (env | cut -d= -f1 | grep -E '^({LEAKING})' | grep -vxE '{KEPT_HERE}') 2>/dev/null);"
             ' do unset "$v"; done; '
             'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; py=$3; shift 5; '
-            'IFS= read -r dir && mkdir -p -- "$dir" && IFS= read -r how && '
+            'IFS= read -r dir && mkdir -p -- "$dir" && '
+            # a full filesystem: said (FULL_MARK and the KiB free) and nothing submitted
+            f"free=$(df -Pk -- \"$dir\" 2>/dev/null | awk 'NR == 2 {{print $4}}') && free=${{free:-{MIN_FREE_KIB}}} && "
+            f'{{ [ "$free" -ge {MIN_FREE_KIB} ] || {{ echo "{FULL_MARK} $free" >&2; exit 1; }}; }} && '
+            "IFS= read -r how && "
             'if [ "$how" = snapshot ]; then exec "$py" -m ti_slurm.backends.login_snapshot "$@"; else exec "$@"; fi'
         )
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
             script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
-        head = [SINFO_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
+        head = [PARTITIONS_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
         return ["sh", "-c", script, "sh", *head, *SBATCH_ARGV]
 
     def partitions_key(self) -> str:
@@ -120,7 +119,7 @@ class SSHBackend(SlurmBackend):
         argv = self.submit_argv(plan.python)
         stdin = f"{plan.output_dir}\n{submit_input(plan, script, code_ignore)}"
         try:
-            answer = refused_code(self.session.finish(channel, argv, stdin))
+            answer = refused_code(self.session.finish(channel, argv, stdin), plan.output_dir)
             job_id = parse_job_id(checked_stdout(answer, "sbatch", SubmissionError))
         except BackendError as exc:
             if "dropped" not in str(exc) or not plan.submission:
@@ -160,11 +159,17 @@ def submit_input(plan: JobPlan, script: str, code_ignore: tuple[str, ...]) -> st
     return f"script\n{script}"
 
 
-def refused_code(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    """The login node's answer, unless it refused the code to take: then that refusal, as the spec's error."""
+def refused_code(res: subprocess.CompletedProcess[str], output_dir: str) -> subprocess.CompletedProcess[str]:
+    """The login node's answer, unless it refused the code to take or found ``output_dir`` full: then that
+    refusal, as the spec's error."""
     from ti_slurm.backends.login_snapshot import refusal
 
     found = refusal(res.stderr)
     if found is not None:
         raise found
+    for line in res.stderr.splitlines():
+        mark, _, free = line.partition(" ")
+        full = full_output_dir(output_dir, int(free)) if mark == FULL_MARK and free.isdigit() else None
+        if full is not None:
+            raise full
     return res

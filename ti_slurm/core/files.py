@@ -25,6 +25,16 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
         raise
 
 
+def make_inside(job_dir: str, path: str) -> None:
+    """Make folder ``path`` (and its parents) when it is inside ``job_dir``, but never ``job_dir`` itself: a job
+    directory deleted while the job runs stays deleted (``FileNotFoundError``), not made again open to all.
+    A path outside the job directory (a checkpoint directory of the spec's) is made as asked."""
+    inside = os.path.commonpath([os.path.abspath(path), os.path.abspath(job_dir)]) == os.path.abspath(job_dir)
+    if inside and not os.path.isdir(job_dir):
+        raise FileNotFoundError(2, "the job directory is gone (deleted while the job ran?)", job_dir)
+    os.makedirs(path, exist_ok=True)
+
+
 def open_regular(path: str) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (a FIFO put in its place must not hang a reader)."""
     import stat

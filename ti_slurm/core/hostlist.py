@@ -20,7 +20,7 @@ This runs in every job step, so it imports nothing, not even ``re``.
 
 from __future__ import annotations
 
-from ti_slurm.errors import HostlistError
+from ti_slurm.core.errors import HostlistError
 
 MAX_RANGE = 65536
 MAX_NAMES = 1 << 20

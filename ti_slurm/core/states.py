@@ -61,3 +61,7 @@ _SLURM_ALIASES = {
     "SPECIAL_EXIT": JobState.FAILED,
     "REVOKED": JobState.CANCELLED,
 }
+# what scontrol says of a job Slurm has requeued (its next start is pending)
+REQUEUED_STATES = frozenset(
+    ["PENDING", *(word for word, state in _SLURM_ALIASES.items() if word.startswith("REQUEUE"))]
+)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
+from ti_slurm.core.errors import ContractError
 from ti_slurm.core.hostlist import expand, is_number
 from ti_slurm.core.plan import Component, JobPlan
-from ti_slurm.errors import ContractError
 from ti_slurm.job.modes import get_mode
 
 MAX_HET_COMPONENTS = 128  # Slurm's MAX_HET_JOB_COMPONENTS
@@ -33,7 +33,7 @@ def adhoc_plan(
     rendezvous_timeout: int,
 ) -> tuple[JobPlan, int]:
     """A plan and this step's component index, from flags and this step's Slurm variables."""
-    from ti_slurm.site import load_site_config
+    from ti_slurm.core.site import load_site_config
 
     if gpus_per_node is None:
         on_node = env.get("SLURM_GPUS_ON_NODE", "0")
@@ -108,7 +108,7 @@ def adhoc_job_dir(env: Mapping[str, str]) -> str:
     import stat
     import tempfile
 
-    from ti_slurm.site import load_site_config
+    from ti_slurm.core.site import load_site_config
 
     prolog_dir = os.path.join(load_site_config().job_dir_base, job_id)
     try:

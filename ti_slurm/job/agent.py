@@ -64,7 +64,7 @@ def parse_ssh_args(argv: list[str]) -> tuple[str, list[str]]:
     """
     i = _options_end(argv, 0)
     if i >= len(argv):
-        from ti_slurm.errors import AgentError
+        from ti_slurm.core.errors import AgentError
 
         raise AgentError("ti-slurm-ssh: no host given")
     host = argv[i].rsplit("@", 1)[-1]

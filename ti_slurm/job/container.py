@@ -32,8 +32,9 @@ from __future__ import annotations
 import os
 
 from ti_slurm.core.choices import CONTAINER_RUNTIMES
+from ti_slurm.core.errors import ContainerError
 from ti_slurm.core.paths import JobPaths, node_label
-from ti_slurm.errors import ContainerError
+from ti_slurm.slurm.text import read_conf
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class ImageRun:
         import shutil
 
         conf = oci_conf_path(self.env)
-        self.oci_conf = read_oci_conf(conf)
+        self.oci_conf = read_conf(conf)
         run = self.oci_conf.get("RunTimeRun")
         if not run:
             raise ContainerError(f"runtime oci needs RunTimeRun in {conf} (Slurm's OCI containers are not set up)")
@@ -292,7 +293,7 @@ class ImageRun:
             "%U": str(os.getuid()),
             "%m": self.paths.containers_dir,
         }
-        self.oci_conf = self.oci_conf or read_oci_conf(oci_conf_path(self.env))  # check() reads it first
+        self.oci_conf = self.oci_conf or read_conf(oci_conf_path(self.env))  # check() reads it first
         return [_fill(word, values) for word in shlex.split(self.oci_conf[key])]
 
     # -- after the command --------------------------------------------------------
@@ -331,7 +332,7 @@ def _user() -> str:
 
 
 def _site_runtime() -> str:
-    from ti_slurm.site import load_site_config
+    from ti_slurm.core.site import load_site_config
 
     return load_site_config().container_runtime
 
@@ -339,23 +340,3 @@ def _site_runtime() -> str:
 def oci_conf_path(env: Mapping[str, str]) -> str:
     """Slurm's ``oci.conf``: beside the ``slurm.conf`` this node's Slurm reads."""
     return os.path.join(os.path.dirname(env.get("SLURM_CONF") or "/etc/slurm/slurm.conf"), "oci.conf")
-
-
-def read_oci_conf(path: str) -> dict[str, str]:
-    """``Key=Value`` lines of an ``oci.conf`` (values may be double-quoted); missing file: empty."""
-    out: dict[str, str] = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-        out[key.strip()] = value
-    return out

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 
 from ti_slurm.core.environ import MAX_ENV_STRING, env_string_size
+from ti_slurm.core.errors import ContractError
 from ti_slurm.core.hostlist import expand, is_number
 from ti_slurm.core.paths import stage_root
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
-from ti_slurm.errors import ContractError
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.modes.base import JobLayout, NodeContext
 from ti_slurm.job.platforms import get_platform
@@ -51,6 +51,23 @@ RDMA_ENV: dict[str, str] = {
     "GLOO_SOCKET_IFNAME": "eth0",
     "TCCL_TOPO_AFFINITY": "4",
 }
+
+
+# what every mode's nodes get beside the mode's own (common_env; npu_env on NPU nodes)
+COMMON_NAMES = frozenset({"NODE_LIST", "INDEX", "GPU_NUM", "GPU_NUM_PER_NODE", "RANK_TABLE_FILE", "RANK_SIZE"})
+OWN_PREFIXES = {"TI_SLURM_": "ti-slurm", "SLURM_": "Slurm"}
+
+
+def contract_setter(mode: str, platform: str, name: str) -> str | None:
+    """Who sets variable ``name`` on the nodes of a ``mode`` job on ``platform``, as a phrase ("mode ddp",
+    "MA_* variables ... platform modelarts"); ``None`` when nobody does, so a spec's ``env:`` may set it."""
+    if name in get_mode(mode).env_names:
+        return f"{name} is set by mode {mode}"
+    if name in COMMON_NAMES:
+        return f"{name} is set by ti-slurm"
+    reserved = {**OWN_PREFIXES, **dict.fromkeys(get_platform(platform).reserved_prefixes, f"platform {platform}")}
+    prefix = next((p for p in reserved if name.startswith(p)), None)
+    return f"{prefix}* variables are set by {reserved[prefix]}" if prefix else None
 
 
 class NodeContract(Record):

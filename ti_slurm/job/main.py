@@ -49,8 +49,8 @@ def print_env(env: Mapping[str, str], inherited: Mapping[str, str]) -> None:
 
 def read_plan(plan_path: str) -> JobPlan:
     """The job's plan; one line when it cannot be read."""
+    from ti_slurm.core.errors import TiSlurmError
     from ti_slurm.core.plan import JobPlan
-    from ti_slurm.errors import TiSlurmError
 
     try:
         with open(plan_path, encoding="utf-8") as fh:
@@ -61,7 +61,7 @@ def read_plan(plan_path: str) -> JobPlan:
 
 def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
     """Serve this node's share of component number ``component``; with ``dry_run``, print its environment."""
-    from ti_slurm.errors import TiSlurmError
+    from ti_slurm.core.errors import TiSlurmError
     from ti_slurm.job.node import prepare_node, run_node
 
     plan = read_plan(plan_path)
@@ -76,8 +76,8 @@ def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
 def in_image(job_dir: str, component_name: str, command: str) -> int:
     """Run ``command`` on this node inside the image of the job's component ``component_name`` (the launch
     agent's remote end in a container job); its exit code."""
+    from ti_slurm.core.errors import TiSlurmError
     from ti_slurm.core.paths import JobPaths
-    from ti_slurm.errors import TiSlurmError
     from ti_slurm.job.container import ImageRun
     from ti_slurm.job.process import exit_code
 
@@ -106,7 +106,7 @@ def in_image(job_dir: str, component_name: str, command: str) -> int:
 
 def main(argv: list[str]) -> int:
     """``main.py node ...`` or ``main.py agent ...``; errors are one line."""
-    from ti_slurm.errors import TiSlurmError
+    from ti_slurm.core.errors import TiSlurmError
 
     try:
         if argv[:1] == ["agent"]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from ti_slurm.core.files import write_atomic
+from ti_slurm.core.files import make_inside, write_atomic
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
@@ -41,7 +41,7 @@ def prepare_files(plan: JobPlan, contract: NodeContract, job_dir: str, in_image:
         return
     paths = JobPaths(job_dir)
     write_atomic(paths.hostfile, contract.hostfile)
-    os.makedirs(paths.agent_dir, exist_ok=True)
+    make_inside(job_dir, paths.agent_dir)
     if in_image:
         from ti_slurm.job.relay import CLIENT
 
@@ -61,7 +61,7 @@ def record_exit(
     from ti_slurm.core.events import NodeExit
 
     paths = JobPaths(job_dir)
-    os.makedirs(paths.nodes_dir, exist_ok=True)
+    make_inside(job_dir, paths.nodes_dir)
     name = plan.components[component].name
     record = NodeExit(name, index, node, code, started, time.time(), error)
     write_atomic(paths.node_record(name, index), record.to_json() + "\n")
@@ -118,7 +118,7 @@ class NodeRun(Record):
 
     def per_npu(self, command: str) -> str:
         """``command`` once per NPU of this node (``processes: per-npu``)."""
-        from ti_slurm.errors import ContractError
+        from ti_slurm.core.errors import ContractError
         from ti_slurm.job.ranktable import first_rank, per_npu_command, visible_devices
 
         devices = visible_devices(self.env, self.plan.components[self.component].npus_per_node)
@@ -141,12 +141,10 @@ def prepare_node(
     plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str]
 ) -> tuple[NodeContract, dict[str, str]]:
     """This node's contract, its files written, and the command's full environment."""
-    os.makedirs(job_dir, exist_ok=True)
-    contract = node_contract(plan, environ, component, job_dir)
-    os.makedirs(contract.env["TI_SLURM_CHECKPOINT_DIR"], exist_ok=True)
-    os.makedirs(os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]), exist_ok=True)
-    for results in ("TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR"):
-        os.makedirs(contract.env[results], exist_ok=True)
+    contract = node_contract(plan, environ, component, job_dir)  # the supervisor made job_dir: never made again
+    for folder in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR"):
+        make_inside(job_dir, contract.env[folder])
+    make_inside(job_dir, os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
     prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)
     return contract, apply(contract, environ, plan.env)
 

@@ -14,7 +14,8 @@ when an interruption happens.
 
 from __future__ import annotations
 
-from ti_slurm.core.states import JobState
+from ti_slurm.core.states import REQUEUED_STATES, JobState
+from ti_slurm.slurm.text import NODE_STATES_FORMAT, parse_node_pairs, show_job_records, unreachable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ CAUSE_STATES = {
 }
 REQUEUE_SETTLE = 5.0  # seconds a requeue command killed by a signal waits for Slurm to show the job requeued
 SCONTROL_TIMEOUT = 10.0  # seconds; Slurm kills the batch step KillWait (30 s by default) after its SIGTERM
-# Slurm's node states (sinfo %T, lower case) of a node that is gone; a trailing "*" means not responding
-UNREACHABLE_STATES = ("down", "fail", "failing", "unknown", "no_respond", "not_responding")
 
 
 def should_requeue(plan: JobPlan, cause: str, requeues: int) -> bool:
@@ -42,47 +41,12 @@ def should_requeue(plan: JobPlan, cause: str, requeues: int) -> bool:
     return bool(cause) and cause in plan.restart_on and requeues < plan.restart_max
 
 
-REQUEUED_STATES = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")  # a job Slurm has requeued
-
-
 def requeue_target(environ: Mapping[str, str]) -> str:
     """The id to requeue: ``<array id>_<task id>`` for a task of a job array (else the whole array would be)."""
     array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
     if array and task:
         return f"{array}_{task}"
     return environ.get("SLURM_JOB_ID", "")
-
-
-def parse_show_job(text: str) -> dict[str, str]:
-    """The ``Key=Value`` fields of ``scontrol -o show job``'s first line (a value never holds a space there,
-    except the last fields, which are not used)."""
-    fields: dict[str, str] = {}
-    for word in (text.splitlines() or [""])[0].split(" "):
-        key, eq, value = word.partition("=")
-        if eq and key not in fields:
-            fields[key] = value
-    return fields
-
-
-def unreachable(state: str) -> bool:
-    """Whether an ``sinfo %T`` node state says the node is gone (``down*``, ``idle*``, ``fail``...)."""
-    state = state.strip().lower()
-    return state.endswith("*") or state.rstrip("*~#!%$@^-").split("+")[0] in UNREACHABLE_STATES
-
-
-def preempted(job: Mapping[str, str]) -> bool:
-    """Whether ``scontrol show job`` says the job is being (or was) preempted."""
-    return job.get("PreemptTime", "None") not in ("None", "", "Unknown")
-
-
-def parse_node_states(text: str) -> dict[str, str]:
-    """``sinfo -h -N -o '%N %T'`` lines as name -> state."""
-    states = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1]
-    return states
 
 
 class SlurmControl:
@@ -117,15 +81,16 @@ class SlurmControl:
     def show_job(self) -> dict[str, str]:
         """This job's fields as ``scontrol show job`` prints them ({} when Slurm does not answer)."""
         code, out = self.run(["scontrol", "-o", "show", "job", self.environ.get("SLURM_JOB_ID", "")])
-        return parse_show_job(out) if code == 0 else {}
+        records = show_job_records(out) if code == 0 else []
+        return records[0] if records else {}
 
     def unreachable_nodes(self, names: Iterable[str]) -> list[str]:
         """Those of ``names`` that Slurm says are down or not responding."""
         names = sorted(set(names))
         if not names:
             return []
-        code, out = self.run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N %T"])
-        states = parse_node_states(out) if code == 0 else {}
+        code, out = self.run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", NODE_STATES_FORMAT])
+        states = parse_node_pairs(out) if code == 0 else {}
         return [name for name in names if name in states and unreachable(states[name])]
 
     def shows_requeued(self, settle: float = 0) -> bool:

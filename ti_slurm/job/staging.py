@@ -2,7 +2,8 @@
 this node's local disk (the site's ``stage_dir``) before the command starts, so no rank meets the others in
 ``init_process_group`` while another is still copying; ``TI_SLURM_INPUT_<CHANNEL>`` names the copy. Every
 node copies its own at once. A copy that fails ends the node before its command, naming the node and the
-path; the node's copies are removed when its step ends. Standard library only: this runs in job steps.
+path; the node's copies are removed when its step ends, a cancel during the copy included. Standard library
+only: this runs in job steps.
 """
 
 from __future__ import annotations
@@ -61,10 +62,16 @@ def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) 
     refused = private_dir(stage_root(plan.stage_dir))
     if refused:
         return f"staging on {node}: cannot stage the inputs: {refused}"
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:  # a cancel while copying: the caller's unstage() cleans up
+        raise SystemExit(128 + signum)
+
     total = sum(size_of(plan.inputs[name]) for name in plan.staged)
     os.makedirs(os.path.dirname(progress_file), mode=0o700, exist_ok=True)
     progress = Progress(progress_file, total)
     progress.note()
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         for name in plan.staged:
             source, target = plan.inputs[name], env[f"TI_SLURM_INPUT_{name.upper()}"]
@@ -87,6 +94,8 @@ def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) 
                 return f"staging on {node}: cannot copy input {name} ({source}) to {where}: {_why(exc)}"
     finally:
         progress.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return None
 
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ti_slurm.core.environ import job_environment
+from ti_slurm.core.errors import BackendError
 from ti_slurm.core.files import open_regular
-from ti_slurm.errors import BackendError
 
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 

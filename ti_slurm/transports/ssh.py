@@ -53,7 +53,7 @@ _defer_import("invoke")
 
 import paramiko  # noqa: E402
 
-from ti_slurm.errors import BackendError, ConfigError  # noqa: E402
+from ti_slurm.core.errors import BackendError, ConfigError  # noqa: E402
 
 logging.getLogger("paramiko").addHandler(logging.NullHandler())  # errors reach users as one line, not a log dump
 logging.getLogger("paramiko").propagate = False

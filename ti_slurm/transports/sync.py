@@ -7,7 +7,7 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
-from ti_slurm.errors import BackendError
+from ti_slurm.core.errors import BackendError
 from ti_slurm.transports.ssh import SSHSession
 
 

@@ -17,6 +17,7 @@ class Toy(Mode):
     name = "toy"
     rule = Rule(required=("anchor",))
     role_fields = ()
+    env_names = frozenset({"TOY_PLACE", "TOY_ROLE"})  # a spec's env: may not set them
 
     def components(self, spec: SpecView) -> tuple[Component, ...]:
         nodes = spec.nodes or 1

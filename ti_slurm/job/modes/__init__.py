@@ -19,8 +19,8 @@ runs in every job step.
 
 from __future__ import annotations
 
+from ti_slurm.core.errors import ModeError
 from ti_slurm.core.plugins import FileRegistry
-from ti_slurm.errors import ModeError
 from ti_slurm.job.modes.base import Mode, Rule
 
 __all__ = ["Mode", "Rule", "get_mode", "mode_names"]
@@ -32,7 +32,7 @@ def mode_names() -> tuple[str, ...]:
 
 
 def get_mode(name: str) -> Mode:
-    """The mode called ``name``; imports its module only (a :class:`~ti_slurm.errors.ModeError` for an unknown
+    """The mode called ``name``; imports its module only (a :class:`~ti_slurm.core.errors.ModeError` for an unknown
     name)."""
     mode: Mode = MODES.get(name)
     return mode

@@ -178,12 +178,15 @@ class Mode:
     rule: ClassVar[Rule] = Rule()
     # the spec fields that give each role its own resources; () means one component sized by `nodes`
     role_fields: ClassVar[tuple[str, ...]] = ()
+    # the variables node_env sets (on some node at least): a spec's `env:` may not set them (ti-slurm would
+    # override them); tests/unit/test_contract.py checks them against what node_env returns
+    env_names: ClassVar[frozenset[str]] = frozenset()
     ports_per_node: ClassVar[int] = 1  # ports one node takes (one block per node in the local runner)
     ports_per_job: ClassVar[int] = 8  # the job's port block on a node: one per component, at most 8
 
     # -- at submit: the spec's side (pure) -------------------------------------
     def check_spec(self, spec: SpecView) -> None:
-        """Rules of this mode beyond the spec's own; raise :class:`~ti_slurm.errors.SpecError`."""
+        """Rules of this mode beyond the spec's own; raise :class:`~ti_slurm.core.errors.SpecError`."""
 
     def components(self, spec: SpecView) -> tuple[Component, ...]:
         """The components a valid spec becomes, in heterogeneous-job order."""

@@ -57,6 +57,7 @@ class MasterWatch:
 
 class DDP(Mode):
     name = "ddp"
+    env_names = frozenset({"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"})
 
     def role(self, ctx: NodeContext) -> str:
         return "master" if ctx.global_index == 0 else "worker"

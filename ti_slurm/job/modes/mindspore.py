@@ -33,6 +33,10 @@ MSRUN = re.compile(r"(?:^|[\s;&|(/])msrun(?:\s|$)")
 
 class MindSpore(Mode):
     name = "mindspore"
+    env_names = frozenset(
+        {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM", "MS_NODE_ID", "MASTER_ADDR", "MASTER_PORT"}
+        | {"WORLD_SIZE", "RANK"}
+    )
 
     def role(self, ctx: NodeContext) -> str:
         return "master" if ctx.global_index == 0 else "worker"

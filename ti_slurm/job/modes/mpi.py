@@ -28,6 +28,18 @@ if TYPE_CHECKING:
 
 class MPI(Mode):
     name = "mpi"
+    env_names = frozenset(
+        {
+            "NODE_IP_SLOT_LIST",
+            "OMPI_MCA_orte_default_hostfile",
+            "PRTE_MCA_prte_default_hostfile",
+            "OMPI_MCA_plm",
+            "OMPI_MCA_plm_rsh_agent",
+            "OMPI_MCA_ras",
+            "PRTE_MCA_plm_ssh_agent",
+            "PRTE_MCA_ras",
+        }
+    )
 
     def role(self, ctx: NodeContext) -> str:
         return "launcher" if ctx.global_index == 0 else "worker"

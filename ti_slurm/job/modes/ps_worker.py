@@ -29,11 +29,12 @@ def tf_config(cluster: dict[str, list[str]], task: dict[str, object]) -> str:
 
 class PSWorker(Mode):
     name = "ps-worker"
+    env_names = frozenset({"TF_CONFIG"})
     rule = Rule(required=("worker",))
     role_fields = ("ps", "worker")
 
     def check_spec(self, spec: SpecView) -> None:
-        from ti_slurm.errors import SpecError
+        from ti_slurm.core.errors import SpecError
 
         for key in self.role_fields:
             if getattr(spec, key) is None:

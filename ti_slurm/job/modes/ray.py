@@ -28,13 +28,14 @@ PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metric
 
 class Ray(Mode):
     name = "ray"
+    env_names = frozenset({"HEAD_ADDR", "HEAD_PORT", "RANK", "RAY_ADDRESS"})
     rule = Rule(required=("head",))
     role_fields = ("head", "worker_groups")
     ports_per_node = PORTS_PER_NODE
     ports_per_job = (1 + MAX_WORKER_GROUPS) * PORTS_PER_NODE
 
     def check_spec(self, spec: SpecView) -> None:
-        from ti_slurm.errors import SpecError
+        from ti_slurm.core.errors import SpecError
 
         for where, cpus in spec.cpu_counts():
             if cpus != int(cpus):

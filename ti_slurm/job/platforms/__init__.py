@@ -8,8 +8,8 @@ job step.
 
 from __future__ import annotations
 
+from ti_slurm.core.errors import PlatformError
 from ti_slurm.core.plugins import FileRegistry
-from ti_slurm.errors import PlatformError
 from ti_slurm.job.platforms.base import Platform
 
 __all__ = ["Platform", "get_platform", "platform_names"]
@@ -21,7 +21,7 @@ def platform_names() -> tuple[str, ...]:
 
 
 def get_platform(name: str) -> Platform:
-    """The platform called ``name``; imports its module only (a :class:`~ti_slurm.errors.PlatformError` for an
+    """The platform called ``name``; imports its module only (a :class:`~ti_slurm.core.errors.PlatformError` for an
     unknown name)."""
     platform: Platform = PLATFORMS.get(name)
     return platform

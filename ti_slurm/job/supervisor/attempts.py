@@ -17,11 +17,13 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ti_slurm.core.choices import IN_PLACE_CAUSES
+from ti_slurm.core.hostlist import compress
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.preflight import PREFLIGHT_EXIT
-from ti_slurm.job.restart import CAUSE_STATES, preempted, should_requeue
+from ti_slurm.job.restart import CAUSE_STATES, should_requeue
 from ti_slurm.job.supervisor.judge import Outcome
+from ti_slurm.slurm.text import preempted
 
 REQUEUE_MARGIN = 10.0  # seconds before the time limit (after stopping the steps) the requeue is asked for
 
@@ -127,10 +129,26 @@ def own_reason(outcome: Outcome, failure_file: str) -> None:
 
 
 def named_cause(
-    outcome: Outcome, lost: list[str], hung: list[str], silence: int, replaceable: Callable[[Outcome], bool]
+    outcome: Outcome,
+    lost: list[str],
+    hung: list[str],
+    silence: int,
+    replaceable: Callable[[Outcome], bool],
+    unlaunched: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """A failed attempt's cause: a lost node, a hung command, a node whose preflight failed that a spare (or a
-    smaller size) can do without (``replaceable``: as a lost node), or a command's failure."""
+    """A failed attempt's cause: nodes Slurm could not start a step on (``unlaunched``: node -> Slurm's words)
+    or a lost node (both the nodes' failure, not the training's), a hung command, a node whose preflight
+    failed that a spare (or a smaller size) can do without (``replaceable``: as a lost node), or a command's
+    failure."""
+    if unlaunched:
+        by_reason: dict[str, list[str]] = {}
+        for name, why in sorted(unlaunched.items()):
+            by_reason.setdefault(why, []).append(name)
+        said = "; ".join(f"{compress(names)} ({why})" for why, names in by_reason.items())
+        outcome.cause, outcome.lost_nodes = "node_fail", sorted(set(unlaunched) | set(lost))
+        outcome.state = JobState.NODE_FAIL
+        outcome.reason = f"Slurm could not start the step on node(s) {said}; {outcome.reason}"
+        return outcome
     node = outcome.failed.get("node")
     bad = replace(outcome, cause="node_fail", lost_nodes=[str(node)])  # taken out, as a lost node is
     if not lost and outcome.failed.get("exit_code") == PREFLIGHT_EXIT and node and replaceable(bad):

@@ -16,20 +16,24 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from ti_slurm.core.files import write_atomic
+from ti_slurm.core.files import make_inside, write_atomic
 from ti_slurm.core.hostlist import compress, expand
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.job import main_command
 from ti_slurm.job.process import descendants, parent_of, start_group, stop_trees, terminate
 from ti_slurm.job.restart import SlurmControl
+from ti_slurm.slurm.text import launch_failure
 
 POLL_SECONDS = 0.1
+RELAY_SETTLE = 2.0  # seconds an ended srun's stderr has to be read to its end
 STOP_MARGIN = 5.0  # seconds beyond the spec's stop grace a stopped step has to end before srun is killed
 
 
@@ -43,6 +47,15 @@ class Launch:
     proc: subprocess.Popen[bytes]
     exit_code: int | None = None
     stopping: bool = False
+    # node -> Slurm's words, for each node Slurm could not start this step on (srun's stderr, read as it comes)
+    unlaunched: dict[str, str] = field(default_factory=dict)
+    relay: threading.Thread | None = None  # the thread copying srun's stderr on, reading it for the above
+
+    def launch_failures(self) -> dict[str, str]:
+        """The nodes Slurm could not start this step on, once srun has said all it has to say."""
+        if self.relay is not None and self.proc.poll() is not None:
+            self.relay.join(timeout=RELAY_SETTLE)
+        return self.unlaunched
 
 
 class Launcher(Protocol):
@@ -144,9 +157,12 @@ class SlurmLauncher:
         return args + node_command(plan, component, self.job_dir)
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
-        os.makedirs(JobPaths(self.job_dir).logs_dir, exist_ok=True)  # srun cannot start a step without it
-        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.step_env())
-        return [Launch(component, plan.components[component].name, nodes, proc)]
+        make_inside(self.job_dir, JobPaths(self.job_dir).logs_dir)  # srun cannot start a step without it
+        proc = subprocess.Popen(self.srun_args(plan, component, nodes), env=self.step_env(), stderr=subprocess.PIPE)
+        launch = Launch(component, plan.components[component].name, nodes, proc)
+        launch.relay = threading.Thread(target=relay_srun_stderr, args=(launch,), name="srun-stderr", daemon=True)
+        launch.relay.start()
+        return [launch]
 
     def stop(self, launch: Launch, grace: float, ended: Callable[[], bool] | None = None) -> None:
         # Each node's step watches for this file and stops its command (SIGTERM, SIGKILL after the grace);
@@ -168,6 +184,19 @@ class SlurmLauncher:
         # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
         # for this file while its command runs and passes the signal to the command's processes only.
         write_atomic(JobPaths(self.job_dir).signal, f"{self.attempt} {signal.Signals(signum).name}\n")
+
+
+def relay_srun_stderr(launch: Launch) -> None:
+    """Copy srun's stderr to the supervisor's own (the batch output) as it comes, noting each node Slurm says it
+    could not start the step on: those nodes failed, not the training."""
+    assert launch.proc.stderr is not None
+    for line in iter(launch.proc.stderr.readline, b""):
+        failed = launch_failure(line.decode(errors="replace"))
+        if failed is not None:
+            launch.unlaunched.setdefault(*failed)
+        with contextlib.suppress(OSError):
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
 
 
 class LocalLauncher:
@@ -213,7 +242,7 @@ class LocalLauncher:
 
     def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
         comp, paths = plan.components[component], JobPaths(self.job_dir)
-        os.makedirs(paths.logs_dir, exist_ok=True)
+        make_inside(paths.root, paths.logs_dir)
         launches = []
         for index in nodes:
             with open(paths.node_log(comp.name, index), "wb") as log:

@@ -18,7 +18,6 @@ from ti_slurm.core.states import JobState
 from ti_slurm.job.beat import ALIVE_EVERY, SWAP_AFTER
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.notify import notifying_log
-from ti_slurm.job.restart import preempted
 from ti_slurm.job.supervisor import attempts
 from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
@@ -27,6 +26,7 @@ from ti_slurm.job.supervisor.liveness import Liveness
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
 from ti_slurm.job.supervisor.steps import Steps
+from ti_slurm.slurm.text import preempted
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
 ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
@@ -83,24 +83,7 @@ class Supervisor:
                 outcome = self.restart_in_place(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
-        attempts.own_reason(outcome, self.paths.failure(self.plan.outputs))
-        attempts.decide_requeue(self.plan, outcome, self.requeues, self.control is not None)
-        record_first = self.launcher.record_before_stop_on_cancel and (
-            outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
-        )
-        if not record_first:
-            self.steps.stop_running()
-        self.history.record_end(outcome)
-        if outcome.requeue:
-            self.history.requeue(outcome)
-        else:
-            self.history.settle_in_slurm(outcome)
-        if record_first:
-            self.steps.stop_running()
-        self.liveness.close()
-        self.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
-        self.notifier.close()  # the outcome is recorded: this only bounds how long the last posts may take
-        return outcome
+        return settle(self, outcome)
 
     def run_attempt(self, replaced: Replacements | None = None) -> Outcome:
         self.liveness.listen(self.say)
@@ -114,7 +97,9 @@ class Supervisor:
             snap = self.records.snapshot()
             lost = self.liveness.lost(self.steps.launches, snap, self.control)
             hung = self.liveness.hung(self.steps.launches, snap, self.plan.watchdog_silence)
-            outcome = attempts.named_cause(outcome, lost, hung, self.plan.watchdog_silence, self.nodes.can_replace)
+            unlaunched = {n: why for launch in self.steps.launches for n, why in launch.launch_failures().items()}
+            silence, replaceable = self.plan.watchdog_silence, self.nodes.can_replace
+            outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched)
         return outcome
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
@@ -152,6 +137,8 @@ class Supervisor:
                 outcome = outcome and self.cancelled_meanwhile(outcome)
                 if outcome is None and time.monotonic() >= next_lost_check:
                     next_lost_check = time.monotonic() + ALIVE_EVERY
+                    if not os.path.isdir(self.paths.root):  # its records and logs would go nowhere: settle() says so
+                        return Outcome(JobState.FAILED, "its job directory was deleted while it ran")
                     self.staging.note()
                     # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
                     if self.control is None:
@@ -234,6 +221,36 @@ class Supervisor:
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return cancelled(self._cancel_signal)
+
+
+def settle(sup: Supervisor, outcome: Outcome) -> Outcome:
+    """The end of a supervisor's run: the outcome recorded (with its requeue, or Slurm told), its steps stopped
+    (after the record when Slurm cancels or requeues: the record must land first), and said. A job directory
+    deleted while the job ran is made again by nothing: its steps are stopped and the end is only said."""
+    if not os.path.isdir(sup.paths.root):
+        sup.steps.stop_running()
+        sup.liveness.close()
+        outcome = Outcome(JobState.FAILED, f"its job directory {sup.paths.root} was deleted while it ran")
+        sup.say(f"{outcome.state}: {outcome.reason}; its steps were stopped and nothing more is recorded")
+        return outcome
+    attempts.own_reason(outcome, sup.paths.failure(sup.plan.outputs))
+    attempts.decide_requeue(sup.plan, outcome, sup.requeues, sup.control is not None)
+    record_first = sup.launcher.record_before_stop_on_cancel and (
+        outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
+    )
+    if not record_first:
+        sup.steps.stop_running()
+    sup.history.record_end(outcome)
+    if outcome.requeue:
+        sup.history.requeue(outcome)
+    else:
+        sup.history.settle_in_slurm(outcome)
+    if record_first:
+        sup.steps.stop_running()
+    sup.liveness.close()
+    sup.say(f"{outcome.state}: {outcome.reason}" + (" (requeued)" if outcome.requeue else ""))
+    sup.notifier.close()  # the outcome is recorded: this only bounds how long the last posts may take
+    return outcome
 
 
 def cancelled(signum: int | None) -> Outcome:

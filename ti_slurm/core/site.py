@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ti_slurm.core.choices import CONTAINER_RUNTIMES, SITE_BACKENDS
-from ti_slurm.errors import ConfigError
+from ti_slurm.core.errors import ConfigError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing in job steps
 if TYPE_CHECKING:
