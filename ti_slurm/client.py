@@ -350,7 +350,7 @@ class _Follower:
                 time.sleep(1.0)
                 events = read_events(job.backend, job.info)
         status = job_status(job.info, events, self.queued)
-        if not events and (status.state.is_terminal or status.state is JobState.UNKNOWN) and job.directory_gone():
+        if not events and status.state is JobState.UNKNOWN and job.directory_gone():  # a job never started has none
             status.reason = f"its job directory {job.job_dir} is gone (deleted while the job ran?): {status.reason}"
         if status.state.is_terminal and job.job_dir:  # ended, and its record did not say so: the batch output may
             job.add_batch_output(status)

@@ -63,7 +63,9 @@ class SSHBackend(SlurmBackend):
             'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; py=$3; shift 5; '
             'IFS= read -r dir && mkdir -p -- "$dir" && '
             # a full filesystem: said (FULL_MARK and the KiB free) and nothing submitted
-            f"free=$(df -Pk -- \"$dir\" 2>/dev/null | awk 'NR == 2 {{print $4}}') && free=${{free:-{MIN_FREE_KIB}}} && "
+            # df's 4th field, read by the shell alone: a login without awk (or df) still submits
+            f'free=$(df -Pk -- "$dir" 2>/dev/null | {{ read -r _; read -r _ _ _ free _; echo "$free"; }}) && '
+            f"free=${{free:-{MIN_FREE_KIB}}} && "
             f'{{ [ "$free" -ge {MIN_FREE_KIB} ] || {{ echo "{FULL_MARK} $free" >&2; exit 1; }}; }} && '
             "IFS= read -r how && "
             'if [ "$how" = snapshot ]; then exec "$py" -m ti_slurm.backends.login_snapshot "$@"; else exec "$@"; fi'
