@@ -141,7 +141,8 @@ def prepare_node(
     plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str]
 ) -> tuple[NodeContract, dict[str, str]]:
     """This node's contract, its files written, and the command's full environment."""
-    contract = node_contract(plan, environ, component, job_dir)  # the supervisor made job_dir: never made again
+    os.makedirs(job_dir, mode=0o700, exist_ok=True)  # a step started by hand (--print-env); private if made here
+    contract = node_contract(plan, environ, component, job_dir)
     for folder in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR"):
         make_inside(job_dir, contract.env[folder])
     make_inside(job_dir, os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
