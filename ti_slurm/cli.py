@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_watching(sub, remote)
     sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
+    it = sub.add_parser("init", help="print a commented starter spec that submits as written (> job.yaml)")
+    it.add_argument("--mode", default="ddp", choices=mode_names(), help="the training mode (ddp)")
+    it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
+    sub.add_parser("schema", help="print the spec's JSON Schema, for editors (> ti-slurm.schema.json)")
 
     _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
     sub_exec = sub.add_parser(
@@ -115,6 +119,9 @@ def _add_watching(sub: Any, remote: argparse.ArgumentParser) -> None:
 
     ls = sub.add_parser("list", help="your jobs and their states (a sweep as one line)", parents=[remote])
     ls.add_argument("--points", action="store_true", help="each sweep's points too, under it")
+    ls.add_argument("--limit", type=bounded(0, 10**6), default=20, help="the newest N jobs (20; 0: all)")
+    ls.add_argument("--state", help="only jobs in this state (a sweep: with a point in it), e.g. FAILED")
+    ls.add_argument("--name", help="only jobs whose name holds this text")
 
 
 def _add_submit(s: argparse.ArgumentParser) -> None:
@@ -389,19 +396,54 @@ def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.client import jobs
 
     statuses = jobs(host=args.host, **ssh_options(args))
-    print(f"{'JOB':<18} {'NAME':<20} {'STATE':<10} REASON")
-    shown: set[str] = set()
+    rows: list[list[str]] = []  # newest first; a sweep is one row, its points under it with --points
+    groups = [
+        group
+        for group in reversed(_list_groups(statuses))
+        if (not args.name or args.name in group[0].name)
+        and (not args.state or any(str(p.state) == args.state.upper() for p in group))
+    ]
+    for group in groups[: args.limit or None]:
+        head = group[0]
+        if head.sweep:
+            counts = {state: sum(p.state == state for p in group) for state in dict.fromkeys(p.state for p in group)}
+            summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+            rows.append([head.sweep, head.name, "SWEEP", f"{len(group)} points: {summary}"])
+            rows += [[f"  {p.job_id}", p.name, str(p.state), p.reason] for p in group if args.points]
+        else:
+            rows.append([head.job_id, head.name, str(head.state), head.reason])
+    print_table(["JOB", "NAME", "STATE", "REASON"], rows)
+    if args.limit and len(groups) > args.limit:
+        print(f"({len(groups) - args.limit} older not shown: --limit 0 shows all)")
+    return 0
+
+
+def _list_groups(statuses: list[JobStatus]) -> list[list[JobStatus]]:
+    """Each job alone, each sweep's points together (at its first point's place), oldest first."""
+    groups: dict[str, list[JobStatus]] = {}
     for st in statuses:
-        if st.sweep and st.sweep not in shown:  # a sweep: one line, its points under it with --points
-            shown.add(st.sweep)
-            points = [p for p in statuses if p.sweep == st.sweep]
-            counts = {state: sum(p.state == state for p in points) for state in dict.fromkeys(p.state for p in points)}
-            line = ", ".join(f"{n} {state}" for state, n in counts.items())
-            print(f"{st.sweep:<18} {st.name:<20} {'SWEEP':<10} {len(points)} points: {line}")
-            for p in points if args.points else []:
-                print(f"  {p.job_id:<16} {p.name:<20} {p.state:<10} {p.reason}")
-        elif not st.sweep:
-            print(f"{st.job_id:<18} {st.name:<20} {st.state:<10} {st.reason}")
+        groups.setdefault(st.sweep or st.job_id, []).append(st)
+    return list(groups.values())
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    """Columns as wide as their widest cell (the last one as it comes)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print(" ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + " " + row[-1])
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ti_slurm.starter import starter
+
+    print(starter(args.mode, args.platform), end="")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from ti_slurm.schema import schema_text
+
+    sys.stdout.write(schema_text())
     return 0
 
 
@@ -473,12 +515,15 @@ COMMANDS = {
     "wait": cmd_wait,
     "list": cmd_list,
     "doctor": cmd_doctor,
+    "init": cmd_init,
+    "schema": cmd_schema,
     "env": cmd_env,
     "exec": cmd_exec,
 }
 
 
-RAW_OUTPUT = ("render", "logs", "env", "exec")  # their standard output is data (a script, a log), not a display
+# their standard output is data (a script, a log, a spec, a schema), not a display
+RAW_OUTPUT = ("render", "logs", "env", "exec", "init", "schema")
 
 
 def show_warning(message: Warning | str, *args: object, **kwargs: object) -> None:

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
-from ti_slurm.core.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
+from ti_slurm.core.errors import BackendError, ConfigError, SpecError, TiSlurmError, UnknownJobError
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
@@ -117,9 +117,14 @@ def submit(
     """
     check_host(host)
     job_spec = load(spec)
+    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    if (after or job_spec.after) and not chosen.queues_jobs:  # before the ids: a local job's is no Slurm id
+        from ti_slurm.backends.local import NO_PIPELINES
+
+        value = [getattr(a, "id", a) for a in after] if after else job_spec.after.jobs  # type: ignore[union-attr]
+        raise ConfigError("--after" if after else "after", value, NO_PIPELINES)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
-    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
     submission = uuid.uuid4().hex[:16]
     submit_time = time.time()
     info, synced = submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
@@ -481,6 +486,8 @@ class Job:
         attempt's logs in turn); a line still being written waits until it is complete.
         ``attempt`` shows an earlier attempt's logs instead (they are kept).
         """
+        if self.directory_gone():
+            raise BackendError(f"job {self.id}: no logs to show: its job directory {self.job_dir} is gone")
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
         follower = _Follower(self)
         shown_attempt: int | None = None

@@ -45,6 +45,7 @@ def make_plan(
         workdir=spec.workdir,
         **layout_fields(spec),
         python=spec.python or python or site.python or sys.executable,
+        path_first=os.path.dirname(spec.python) if spec.python and "/" in spec.python else "",
         partition=spec.partition,
         account=spec.account,
         qos=spec.qos,

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -44,7 +45,7 @@ from ti_slurm.core.choices import (
     RESTART_CAUSES,
 )
 from ti_slurm.core.environ import MAX_ENV_STRING
-from ti_slurm.core.errors import SpecError
+from ti_slurm.core.errors import MISSING, SpecError
 from ti_slurm.core.plan import Component
 from ti_slurm.job.modes import get_mode, mode_names
 from ti_slurm.slurm.request import refusal
@@ -61,6 +62,13 @@ _TIME = re.compile(r"([0-9]+-)?[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+|UNLIMITED|INFI
 _SBATCH_OPTION = re.compile(r"[a-z][a-z0-9-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MOUNT_UNSAFE = re.compile(r"[\s:\x00-\x1f\x7f]")  # enroot's --mount splits on ':' and then on spaces
+
+
+def doc(field: str) -> Any:
+    """A top-level spec field's documentation (``FIELD_DOCS``), for its ``Annotated``: the reference,
+    ``ti-slurm schema`` and the field's errors read it from there."""
+    page, text, example = FIELD_DOCS[field]
+    return Field(description=text, examples=[example], json_schema_extra={"page": f"docs/{page}.md"})
 
 
 def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | None:
@@ -389,61 +397,145 @@ class AfterSpec(_Strict):
         return ":".join((AFTER_WHEN[self.when], *self.jobs))
 
 
+FIELD_DOCS: dict[str, tuple[str, str, object]] = {  # field: (its page of docs/, what it does, an example)
+    "name": ("specs", "The job's name in Slurm: letters, digits, `._-`.", "bert-pretrain"),
+    "mode": ("modes", "The training mode: the Slurm job's shape, each node's variables, the success rule.", "ddp"),
+    "command": (
+        "modes",
+        "The start command, run with `bash -c` on the nodes the mode says.",
+        "python train.py --epochs 1",
+    ),
+    "nodes": ("modes", "Nodes of a one-group mode, or `{min, max}`: elastic size (see survive.md).", 2),
+    "gpus_per_node": ("modes", "GPUs per node (`--gres=gpu:N`); a default for every role.", 8),
+    "npus_per_node": ("modelarts", "Ascend NPUs per node (GRES npu) and the job's rank table on every node.", 8),
+    "cpus_per_node": ("modes", "CPUs per node (`--cpus-per-task`).", 4),
+    "mem": ("modes", "Memory per node (`--mem`), a Slurm size.", "64G"),
+    "ps": ("modes", "ps-worker: the parameter servers' nodes and resources.", {"nodes": 2, "cpus_per_node": 2}),
+    "worker": ("modes", "ps-worker: the workers' nodes and resources.", {"nodes": 2, "gpus_per_node": 1}),
+    "head": ("modes", "ray: the head node's resources.", {"cpus_per_node": 2}),
+    "worker_groups": (
+        "modes",
+        "ray: 0 to 5 groups of worker nodes, each with its resources.",
+        [{"nodes": 1, "cpus_per_node": 2}],
+    ),
+    "partition": ("specs", "The Slurm partition; default: the cluster's.", "debug"),
+    "account": ("specs", "The Slurm account to charge.", "ml-team"),
+    "qos": ("specs", "The Slurm QOS.", "normal"),
+    "time": ("specs", "The time limit: `MM`, `HH:MM:SS`, `D-HH:MM` or `UNLIMITED`.", "4:00:00"),
+    "sbatch": (
+        "specs",
+        "More sbatch options by long name; not those ti-slurm sets itself.",
+        {"exclusive": True, "constraint": "a100"},
+    ),
+    "output_dir": ("running", "Where the job's directory `<output_dir>/<job id>/` goes (shared).", "/lustre/me/jobs"),
+    "workdir": ("code-and-data", "The command's working directory (with `code`: a folder of it).", "examples/ddp"),
+    "code": ("code-and-data", "A directory whose snapshot, taken at submit, every node runs.", "."),
+    "code_ignore": ("code-and-data", "Patterns left out of the code snapshot.", ["*.ckpt", "wandb"]),
+    "inputs": (
+        "code-and-data",
+        "Data channels: `TI_SLURM_INPUT_<NAME>` on every node; `stage: local` copies them.",
+        {"train": "/lustre/datasets/imagenet"},
+    ),
+    "outputs": ("code-and-data", "Each job's `model/` and `output/` go to `<outputs>/<job id>/`.", "/lustre/me/runs"),
+    "env": (
+        "specs",
+        "More variables for the command (not the contract's own: those are ti-slurm's).",
+        {"OMP_NUM_THREADS": "4"},
+    ),
+    "python": (
+        "specs",
+        "The Python environment that runs ti-slurm on the nodes; its `bin` is first on the command's PATH.",
+        "/opt/envs/ms/bin/python",
+    ),
+    "rdma": ("modes", "The RDMA NCCL variables: `auto` (RDMA partitions, whole 8-GPU nodes), `on`, `off`.", "off"),
+    "platform": (
+        "modelarts",
+        "Whose variables the nodes also get: `ti`, or `modelarts` (`MA_*`, `VC_*`).",
+        "modelarts",
+    ),
+    "processes": (
+        "modelarts",
+        "`one` command per node, or `per-npu`: one per NPU, each with `DEVICE_ID`, `RANK_ID`.",
+        "per-npu",
+    ),
+    "master_port": ("modes", "A fixed DDP master port; default: derived from the job id.", 29500),
+    "rendezvous_timeout": (
+        "modes",
+        "Seconds DDP workers wait for the master (Ray nodes for the head); site default 300.",
+        600,
+    ),
+    "preflight": ("running", "Each node's checks before the command: `on`, `off`, or `{allreduce: true}`.", "off"),
+    "restart": (
+        "survive",
+        "Requeue under the same id (`max`), on these causes, after restarts in place.",
+        {"max": 3, "on": ["preempt", "timeout", "node_fail"]},
+    ),
+    "after": ("pipelines", "Start once these jobs ended `ok`, `failed` or `any`.", {"jobs": [5631001], "when": "ok"}),
+    "notify": (
+        "notifications",
+        "Webhooks the job posts its events to; default: the user config's.",
+        {"url": "https://hooks.example.com/t", "on": ["failed"]},
+    ),
+    "spare_nodes": ("survive", "Idle nodes allocated beside the job's: a lost node's place goes to one.", 1),
+    "signal": (
+        "survive",
+        "The checkpoint signal and how long before the time limit; with restart: USR2, 120 s.",
+        {"name": "USR2", "before": 120},
+    ),
+    "watchdog": ("survive", "A node whose command prints nothing this long is hung.", {"silence": 900}),
+    "checkpoint_dir": (
+        "survive",
+        "`TI_SLURM_CHECKPOINT_DIR`, kept across requeues; default: `<job dir>/checkpoint`.",
+        "/lustre/me/ckpt",
+    ),
+    "container": ("images", "Run the commands inside a training image.", {"image": "/shared/images/pytorch.sqsh"}),
+    "remote": ("remote", "Where `--host` submission goes by default.", {"host": "login", "workdir": "/share/me/proj"}),
+}
+
+
 class JobSpec(_Strict):
     """A whole training job, as a user writes it."""
 
-    name: str = "ti-slurm"
-    mode: str
-    command: str = Field(min_length=1)
-    # single-group modes (ddp, mpi, horovod); defaults for every role otherwise
-    nodes: NodeCount | None = None  # a number, or {min, max}: elastic size
-    gpus_per_node: int = Field(default=0, ge=0, le=64)
-    npus_per_node: int = Field(default=0, ge=0, le=64)  # Ascend NPUs: Slurm GRES npu, and a rank table
-    cpus_per_node: float = Field(default=1, gt=0, le=4096)
-    mem: str | None = None
-    # multi-role modes
-    ps: ComponentSpec | None = None
-    worker: ComponentSpec | None = None
-    head: ComponentSpec | None = None
-    worker_groups: list[ComponentSpec] | None = None
-    # Slurm placement
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time: str | None = None
-    sbatch: dict[str, str | int | bool] = Field(default_factory=dict)
-    # the job's files and environment
-    output_dir: str = "ti-slurm-jobs"
-    workdir: str | None = None  # with `code`: a folder of it
-    code: str | None = None  # this directory's snapshot, taken at submit, is what the nodes run (none: in place)
-    code_ignore: list[str] = Field(default_factory=list)  # fnmatch patterns left out of the snapshot
-    inputs: Channels = Field(default_factory=dict)  # data channels: name -> path or {path, stage}
-    outputs: str | None = None  # each job's model/ and output/ go to <outputs>/<job id>/ (default: the job dir)
-    env: dict[str, str] = Field(default_factory=dict)
-    python: str | None = None
-    # the platform contract
-    rdma: Literal["auto", "on", "off"] = "auto"
-    # whose contract the nodes see beyond the mode's (ti_slurm/job/platforms/): "modelarts" adds its MA_*/VC_*
-    # variables and appends --task_name=ps|worker to each PS-Worker task's command, as ModelArts does
-    platform: str = "ti"
-    # how many processes run the command on a node: one, or one per NPU (DEVICE_ID, RANK_ID set for each)
-    processes: Literal["one", "per-npu"] = "one"
-    master_port: int | None = Field(default=None, ge=1024, le=65535)
-    rendezvous_timeout: int | None = Field(default=None, ge=1, le=86400)  # default: the site's (300 s)
-    # each node checks names, ports, GPUs and RDMA before the command: true/false, on/off or {allreduce: true}
-    preflight: bool | Literal["on", "off"] | PreflightSpec = True
-    # surviving time limits, preemption, node failure and hangs (see the README's "Jobs that survive")
-    restart: RestartSpec | None = None
-    after: AfterSpec | None = None  # a pipeline: run once other jobs ended (ok, failed or any)
-    notify: Notifies = Field(default_factory=list)  # webhooks told of its events; default: the user config's
-    # nodes allocated beside the job's and held idle: a lost node's place goes to one in a restart in place
-    spare_nodes: int = Field(default=0, ge=0, le=1024)
-    signal: SignalSpec | None = None  # default with restart: USR2, 120 s before the limit
-    watchdog: WatchdogSpec | None = None
-    checkpoint_dir: str | None = None  # TI_SLURM_CHECKPOINT_DIR; default: <job dir>/checkpoint
-    # the training image every role runs in (a role's own `container` replaces it)
-    container: ContainerSpec | None = None
-    remote: RemoteSpec | None = None
+    name: Annotated[str, doc("name")] = "ti-slurm"
+    mode: Annotated[str, doc("mode")]
+    command: Annotated[str, doc("command")] = Field(min_length=1)
+    nodes: Annotated[NodeCount | None, doc("nodes")] = None
+    gpus_per_node: Annotated[int, doc("gpus_per_node")] = Field(0, ge=0, le=64)
+    npus_per_node: Annotated[int, doc("npus_per_node")] = Field(0, ge=0, le=64)
+    cpus_per_node: Annotated[float, doc("cpus_per_node")] = Field(1, gt=0, le=4096)
+    mem: Annotated[str | None, doc("mem")] = None
+    ps: Annotated[ComponentSpec | None, doc("ps")] = None
+    worker: Annotated[ComponentSpec | None, doc("worker")] = None
+    head: Annotated[ComponentSpec | None, doc("head")] = None
+    worker_groups: Annotated[list[ComponentSpec] | None, doc("worker_groups")] = None
+    partition: Annotated[str | None, doc("partition")] = None
+    account: Annotated[str | None, doc("account")] = None
+    qos: Annotated[str | None, doc("qos")] = None
+    time: Annotated[str | None, doc("time")] = None
+    sbatch: Annotated[dict[str, str | int | bool], doc("sbatch")] = Field(default_factory=dict)
+    output_dir: Annotated[str, doc("output_dir")] = "ti-slurm-jobs"
+    workdir: Annotated[str | None, doc("workdir")] = None
+    code: Annotated[str | None, doc("code")] = None
+    code_ignore: Annotated[list[str], doc("code_ignore")] = Field(default_factory=list)
+    inputs: Annotated[Channels, doc("inputs")] = Field(default_factory=dict)
+    outputs: Annotated[str | None, doc("outputs")] = None
+    env: Annotated[dict[str, str], doc("env")] = Field(default_factory=dict)
+    python: Annotated[str | None, doc("python")] = None
+    rdma: Annotated[Literal["auto", "on", "off"], doc("rdma")] = "auto"
+    platform: Annotated[str, doc("platform")] = "ti"
+    processes: Annotated[Literal["one", "per-npu"], doc("processes")] = "one"
+    master_port: Annotated[int | None, doc("master_port")] = Field(None, ge=1024, le=65535)
+    rendezvous_timeout: Annotated[int | None, doc("rendezvous_timeout")] = Field(None, ge=1, le=86400)
+    preflight: Annotated[bool | Literal["on", "off"] | PreflightSpec, doc("preflight")] = True
+    restart: Annotated[RestartSpec | None, doc("restart")] = None
+    after: Annotated[AfterSpec | None, doc("after")] = None
+    notify: Annotated[Notifies, doc("notify")] = Field(default_factory=list)
+    spare_nodes: Annotated[int, doc("spare_nodes")] = Field(0, ge=0, le=1024)
+    signal: Annotated[SignalSpec | None, doc("signal")] = None
+    watchdog: Annotated[WatchdogSpec | None, doc("watchdog")] = None
+    checkpoint_dir: Annotated[str | None, doc("checkpoint_dir")] = None
+    container: Annotated[ContainerSpec | None, doc("container")] = None
+    remote: Annotated[RemoteSpec | None, doc("remote")] = None
 
     @field_validator("name")
     @classmethod
@@ -681,22 +773,92 @@ def with_after(spec: JobSpec, jobs: list[str], when: str) -> JobSpec:
     try:
         after = AfterSpec.model_validate({"jobs": jobs, "when": when})
     except ValidationError as exc:
-        err = _one_line(exc)
-        raise SpecError(f"after.{err.field}", err.value, err.why) from None
+        raise _one_line(exc, within=("after",)) from None
     return spec.model_copy(update={"after": after})
 
 
 _FORMS = ("number", "range")
+REFERENCE = "docs/reference/spec.md"  # every field, generated from FIELD_DOCS and the models
 
 
-def _one_line(exc: ValidationError) -> SpecError:
-    err = exc.errors(include_url=False)[0]
-    parts = err["loc"]  # without the tag of the form a `nodes` field took (a number or a range)
-    loc = ".".join(str(p) for i, p in enumerate(parts) if not (i and parts[i - 1] == "nodes" and p in _FORMS))
-    msg = err["msg"].removeprefix("Value error, ")
+def _one_line(exc: ValidationError, within: tuple[str, ...] = ()) -> SpecError:
+    """pydantic's first complaint as one line: an unknown field before a missing one (a typo makes both), with
+    the nearest valid name, an example of the right shape, and the page of docs/ to read."""
+    errors = exc.errors(include_url=False)
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = err["loc"]  # without the tag of the form a `nodes` field took (a number or a range)
+    parts = [*within, *(p for i, p in enumerate(loc) if not (i and loc[i - 1] == "nodes" and p in _FORMS))]
+    where = ".".join(str(p) for p in parts) or "spec"
+    page = field_page(parts)
     if err["type"] == "extra_forbidden":
-        msg = "unknown field (check the spelling; see the README for the fields)"
-    return SpecError(loc or "spec", err.get("input"), msg)
+        return SpecError(where, err.get("input"), f"{_unknown_field(parts)} (see {page})")
+    if err["type"] == "missing":
+        return SpecError(where, MISSING, f"required, and not given (see {page})")
+    msg = _SHAPES.get(err["type"]) or err["msg"].removeprefix("Value error, ")
+    if err["type"] in _SHAPES and len(parts) == 1 and parts[0] in FIELD_DOCS:
+        msg += f", e.g. {parts[0]}: {flow_yaml(FIELD_DOCS[str(parts[0])][2])}"
+    return SpecError(where, err.get("input"), f"{msg} (see {page})")
+
+
+_SHAPES = {  # pydantic's error types for a value of the wrong kind, in a spec author's words
+    "dict_type": "expected a mapping",
+    "list_type": "expected a list",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "string_type": "expected text",
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+}
+
+
+def field_page(parts: Sequence[object]) -> str:
+    """The page of docs/ that explains the (top-level) field at ``parts``; the reference for unknown ones."""
+    top = str(parts[0]) if parts else ""
+    return f"docs/{FIELD_DOCS[top][0]}.md" if top in FIELD_DOCS else REFERENCE
+
+
+def _unknown_field(parts: Sequence[object]) -> str:
+    """``unknown field; did you mean 'command'?``: the nearest name the enclosing model has."""
+    import difflib
+
+    model: type[BaseModel] | None = JobSpec
+    for part in parts[:-1]:  # list indices and channel names stay at the model they index
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+    names = list(model.model_fields) if model is not None else []
+    near = difflib.get_close_matches(str(parts[-1]), names, n=1, cutoff=0.6)
+    if near:
+        return f"unknown field; did you mean {near[0]!r}?"
+    return f"unknown field; the fields here: {', '.join(names)}" if len(names) <= 8 else "unknown field"
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The model a field holds, through ``Optional``, ``Annotated``, lists and mappings."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def flow_yaml(value: object) -> str:
+    """An example value as a user would write it in a YAML spec, on one line."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow_yaml(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and (not re.fullmatch(r"[A-Za-z_./][\w./:@ -]*", value) or value[-1] == " "):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
 
 
 def load_spec(path: str | os.PathLike[str]) -> JobSpec:

@@ -28,6 +28,7 @@ class NodeUsage:
     started: float
     time: float  # of the last sample
     gpus: dict[str, dict[str, float]] = field(default_factory=dict)
+    samples: int = 2  # taken while it ran, and the last one at its end (files before it was written: 2)
 
     @classmethod
     def parse(cls, label: str, text: str | None) -> NodeUsage | None:
@@ -45,6 +46,7 @@ class NodeUsage:
                 float(data["started"]),
                 float(data["time"]),
                 {str(k): dict(v) for k, v in dict(data.get("gpus") or {}).items()},
+                int(data.get("samples", 2)),
             )
         except (ValueError, KeyError, TypeError):
             return None  # not written yet, or half a file from an older version
@@ -94,6 +96,9 @@ def summary_lines(nodes: list[NodeUsage]) -> list[str]:
     for each resource that sat mostly idle."""
     if not nodes:
         return []
+    nodes = [n for n in nodes if n.samples > 1]  # only the sample at its end: nothing measured while it ran
+    if not nodes:
+        return ["  efficiency: not measured: the job ended before its first usage sample (5 s after it started)"]
     used = sum(n.cpu_seconds for n in nodes)
     held = sum(max(n.time - n.started, 1e-3) * n.cpus for n in nodes)
     peak = max(nodes, key=lambda n: n.peak_rss)

@@ -515,10 +515,10 @@ def test_after_with_the_local_runner_is_one_line_not_ignored(tmp_path: Path) -> 
     spec.write_text("mode: ddp\nnodes: 1\ncommand: 'true'\n")
     res = run_cli("submit", "--local", str(spec), "--after", "123", cwd=tmp_path,
                   env={"XDG_STATE_HOME": str(tmp_path / "state")})  # fmt: skip
-    one_line_error(
-        res, "after: 'afterok:123': the local runner starts a job at once: pipelines (after:, --after) need Slurm"
-    )
+    one_line_error(res, "--after: ['123']: the local runner starts every job at once: pipelines (after:, --after) need")
     assert not (tmp_path / "ti-slurm-jobs").exists()
+    local_id = run_cli("submit", "--local", str(spec), "--after", "local-405605379", cwd=tmp_path)  # not a Slurm id
+    one_line_error(local_id, "pipelines (after:, --after) need Slurm; submit without --local")
 
 
 def test_control_characters_from_jobs_and_specs_never_reach_the_terminal(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_a_local_sweep_runs_each_point_with_its_values(tmp_path: Path) -> None:
     assert lines["2"].endswith("FAILED     ddp node localhost (index 0) exited 1"), table
     sweep = ti_slurm.get_sweep(sweep_id)
     assert sweep is not None
-    logs = list(sweep.jobs()[1].logs(node="1"))  # a point that completed: a failed one's other node may be stopped first
+    logs = list(sweep.jobs()[1].logs(node="1"))  # a point that completed (a failed one's other node may be stopped)
     assert logs == ['rank 1 lr=0.1 env=0.1 all={"lr":"0.1","seed":"2"}'], logs
     data = json.loads(run_cli("status", sweep_id, "--json", cwd=tmp_path).stdout)
     assert [p["params"] for p in data["points"]][2] == {"lr": "bad", "seed": "1"}

@@ -28,7 +28,8 @@ def test_an_unknown_mode_is_refused_by_name() -> None:
 def test_the_spec_takes_its_mode_list_from_the_registry() -> None:
     from ti_slurm.core.errors import SpecError
 
-    with pytest.raises(SpecError, match=r"^mode: 'tf': expected one of: ddp, horovod, mindspore, mpi, ps-worker, ray$"):
+    names = "ddp, horovod, mindspore, mpi, ps-worker, ray"
+    with pytest.raises(SpecError, match=rf"^mode: 'tf': expected one of: {names} \(see docs/modes\.md\)$"):
         parse_spec({"mode": "tf", "command": "x", "nodes": 1})
 
 

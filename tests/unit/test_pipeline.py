@@ -62,7 +62,8 @@ def test_submit_after_takes_the_place_of_the_specs_and_checks_its_ids(write_spec
     res = run_cli("submit", str(write_spec(EVAL)), "--after", "12,x1")
     assert (res.returncode, res.stderr.strip()) == (
         2,
-        "ti-slurm: error: after.jobs: ['12', 'x1']: 'x1' is not a Slurm job id (123, an array task 123_4, or 123_*)",
+        "ti-slurm: error: after.jobs: ['12', 'x1']: 'x1' is not a Slurm job id (123, an array task 123_4, or 123_*)"
+        " (see docs/pipelines.md)",
     )
     res = run_cli("submit", str(write_spec(EVAL)), "--when", "failed")
     assert res.returncode == 2 and "--when: 'failed': says how the --after jobs must end" in res.stderr

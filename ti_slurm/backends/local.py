@@ -52,6 +52,10 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     lo, hi = plan.port_range
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
+NO_PIPELINES = (
+    "the local runner starts every job at once: pipelines (after:, --after) need Slurm; submit without --local"
+)
+
 
 class LocalBackend(SubmitsInOneStep, LocalFiles):
     """Runs jobs as local processes."""
@@ -64,8 +68,7 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         if plan.dependency:  # said, not ignored: the job would start before the jobs it waits for end
-            why = "the local runner starts a job at once: pipelines (after:, --after) need Slurm"
-            raise ConfigError("after", plan.dependency, why)
+            raise ConfigError("after", plan.dependency, NO_PIPELINES)
         make_output_dir(plan.output_dir)
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"

@@ -36,7 +36,13 @@ class InputError(TiSlurmError):
         shown = repr(value)
         if len(shown) > 60:
             shown = shown[:57] + "..."
-        super().__init__(f"{field}: {shown}: {why}" if field else f"{shown}: {why}")
+        if value is MISSING:
+            super().__init__(f"{field}: {why}")
+        else:
+            super().__init__(f"{field}: {shown}: {why}" if field else f"{shown}: {why}")
+
+
+MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()  # the value of a field not given
 
 
 class SpecError(InputError):

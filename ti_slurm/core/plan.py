@@ -129,6 +129,7 @@ class JobPlan(Record):
     stage_dir: str = "/tmp"  # where on a node staged channels go (the site's)
     outputs: str = ""  # the base of each job's model/ and output/ ("": the output directory)
     python: str = sys.executable
+    path_first: str = ""  # the folder of the spec's `python:` (its bin/): first on the command's PATH
     partition: str | None = None
     account: str | None = None
     qos: str | None = None

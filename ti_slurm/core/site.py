@@ -18,7 +18,8 @@
     [nccl.rdma]            # overrides of the seed's NCCL values on one partition
     NCCL_IB_GID_INDEX = "5"
 
-The README lists every key; hooks.py uses the Prolog/Epilog ones.
+``KEY_DOCS`` says what each key does (docs/reference/site-config.md is made from it); hooks.py uses the
+Prolog/Epilog ones.
 """
 
 from __future__ import annotations
@@ -90,6 +91,34 @@ class SiteConfig:
         }
 
 
+KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config.md is made from this)
+    "rdma_partitions": "partitions whose jobs get the RDMA NCCL variables (with `rdma: auto`)",
+    "rdma_min_nodes": "... when the job has at least this many nodes (the TI platform: 2)",
+    "rdma_min_gpus_per_node": "... each with at least this many GPUs (the TI platform: whole 8-GPU machines)",
+    "nccl": "per-partition overrides of the seed's NCCL values: `[nccl.rdma]` then `NCCL_IB_HCA = \"mlx5_0\"`"
+    " (`\"*\"`: every partition)",
+    "port_min": "the low end of the range jobs derive their ports from (at least 64 ports)",
+    "port_max": "the high end of that range",
+    "python": "the Python with ti-slurm on every node (default: the submitter's)",
+    "rendezvous_timeout": "default seconds DDP workers wait for the master (Ray nodes for the head)",
+    "container_runtime": "`pyxis` (enroot) or `oci` (oci.conf's RunTimeRun): for specs whose container names none",
+    "backend": "`slurm` (the Slurm commands) or `pyslurm`: the default of `submit --backend`",
+    "expedited_requeue": "true: jobs with restarts ask for `--requeue=expedite` (Slurm 25.11 with"
+    " `SlurmctldParameters=enable_expedited_requeue`)",
+    "notify": "false: jobs post no notifications (compute nodes with no way out)",
+    "notify_proxy": "the http(s) proxy notifications go through (default: none; the nodes' `http_proxy` is not used)",
+    "job_dir_base": "where the Prolog makes each job's private directory (root-owned, 0755)",
+    "rdma_devices": "HCAs whose ports must be ACTIVE on RDMA partitions (the Prolog's check)",
+    "rdma_check": "`log`, or `drain`: a port not ACTIVE drains the node",
+    "sysfs_root": "where `class/infiniband` lives (`{node}` is the node's name)",
+    "npu_gres": "the GRES name of Ascend NPUs (`npus_per_node` asks for `gres <name>:N`)",
+    "hccn_conf": "each node's NPU device IPs (`address_<id>=`), for the rank table (`{node}` as above)",
+    "stage_dir": "node-local disk that input channels with `stage: local` are copied to",
+    "hook_timeout": "seconds the Prolog or Epilog may take",
+    "log_file": "where the hooks log (default: syslog); only a regular file is written",
+}
+
+
 def load_site_config(path: str | None = None) -> SiteConfig:
     """Read the site config; a missing default file means defaults."""
     explicit = path or os.environ.get("TI_SLURM_CONFIG")
@@ -117,7 +146,11 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
     known = {f.name for f in fields(SiteConfig)}
     for key in data:
         if key not in known:
-            raise ConfigError(f"{where}: {key}", data[key], f"unknown key; known keys: {', '.join(sorted(known))}")
+            import difflib
+
+            near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]!r}?" if near else f"known keys: {', '.join(sorted(known))}"
+            raise ConfigError(f"{where}: {key}", data[key], f"unknown key; {hint} (see docs/reference/site-config.md)")
     get = _Keys(data, where)
     lo, hi = get.integer("port_min", 1024, 65535, 61000), get.integer("port_max", 1024, 65535, 65535)
     if lo + 63 > hi:

@@ -147,7 +147,10 @@ def prepare_node(
         make_inside(job_dir, contract.env[folder])
     make_inside(job_dir, os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
     prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)
-    return contract, apply(contract, environ, plan.env)
+    env = apply(contract, environ, plan.env)
+    if plan.path_first:  # the spec's `python:` environment: its `python` (and its tools) is the command's
+        env["PATH"] = f"{plan.path_first}:{env['PATH']}" if env.get("PATH") else plan.path_first
+    return contract, env
 
 
 def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str] | None = None) -> int:
