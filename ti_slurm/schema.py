@@ -25,7 +25,20 @@ def spec_schema() -> dict[str, Any]:
     props["mode"]["enum"] = list(mode_names())
     props["platform"]["enum"] = list(platform_names())
     _text_as_written(schema)
+    _shorthands(schema)
     return schema
+
+
+def _shorthands(schema: dict[str, Any]) -> None:
+    """The short forms the spec's readers take before validating (``train: /data`` for ``{path: /data}``, one
+    ``notify`` mapping for a list of one, ``jobs: 5631001`` for a list of one)."""
+    props, defs = schema["properties"], schema["$defs"]
+    props["inputs"]["additionalProperties"] = {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/InputSpec"}]}
+    notify = {k: props["notify"].pop(k) for k in ("items", "type")}
+    props["notify"]["anyOf"] = [{"$ref": "#/$defs/NotifySpec"}, notify]
+    jobs = defs["AfterSpec"]["properties"]["jobs"]
+    listed = {k: jobs.pop(k) for k in ("items", "type", "minItems")}
+    jobs["anyOf"] = [listed, {"type": ["string", "integer"]}]
 
 
 def _text_as_written(node: object) -> None:

@@ -292,7 +292,7 @@ def _one_of(choices: tuple[str, ...]) -> AfterValidator:
 
 class NotifySpec(_Strict):
     """``notify: {url: https://..., on: [failed, hung], format: slack}``: the job posts each of those events
-    there as it happens (see the README's "Notifications")."""
+    there as it happens (docs/notifications.md)."""
 
     url: str = Field(max_length=4096)
     on: list[Annotated[str, _one_of(NOTIFY_EVENTS)]] = Field(default_factory=lambda: list(NOTIFY_EVENTS), min_length=1)
@@ -366,7 +366,7 @@ Channels = Annotated[dict[str, InputSpec], BeforeValidator(_plain_channels)]
 
 
 class RemoteSpec(_Strict):
-    """Where ``--host`` submission goes by default (see the README)."""
+    """Where ``--host`` submission goes by default (docs/remote.md)."""
 
     host: str
     workdir: str | None = None

@@ -2,7 +2,7 @@
 
 PyYAML follows YAML 1.1, where ``on``, ``off``, ``yes`` and ``no`` are booleans, ``1:30`` is the
 number 5400 and ``1.10`` is the number 1.1; a user who copies ``restart: {on: [preempt]}`` or
-``rdma: off`` from the README, or writes ``env: {OMP_NUM_THREADS: 4}``, means the words and the
+``rdma: off`` from the docs, or writes ``env: {OMP_NUM_THREADS: 4}``, means the words and the
 digits. So a YAML spec is read in two steps:
 
 1. composed (not constructed) into YAML nodes, with YAML 1.2's core-schema rules for plain

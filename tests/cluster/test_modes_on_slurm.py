@@ -341,7 +341,7 @@ def test_status_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
 
 
 def test_print_env_shows_each_nodes_contract_in_a_running_job(tmp_path: Path) -> None:
-    """The README's recipe: the job's own step, with --print-env, run again inside the allocation."""
+    """docs/running.md's recipe: the job's own step, with --print-env, run again inside the allocation."""
     from ti_slurm.job import main_command
 
     job = Job(tmp_path, "mode: mpi\nnodes: 2\ngpus_per_node: 2\ncommand: sleep 120", wait=False)

@@ -1,4 +1,4 @@
-"""Pipelines on the real cluster: the README's blocks as printed, a train job that fails or succeeds and the
+"""Pipelines on the real cluster: docs/pipelines.md's blocks as printed, a train job that fails or succeeds and the
 jobs that wait for it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's hand-written sbatch example runs on the cluster exactly as printed."""
+"""docs/sbatch.md's hand-written sbatch example runs on the cluster exactly as printed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's Python API example, run exactly as printed."""
+"""docs/python-api.md's example, run exactly as printed."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from ti_slurm.slurm.text import (
     array_task_ids,
     conf_lines,
     launch_failure,
+    no_controller,
     output_dir,
     owner_uid,
     parse_comments,
@@ -210,3 +211,15 @@ def test_srun_names_each_node_it_could_not_start_the_step_on() -> None:
         ("node02", "Communication connection failure")
     ]
     assert launch_failure("srun: error: Application launch failed: Communication connection failure") is None
+
+
+@pytest.mark.parametrize(
+    "said,none_answers",
+    [
+        ("sinfo: error: slurm_load_partitions: Insane message length", True),  # a config naming no live controller
+        ("slurm_load_partitions: Unable to contact slurm controller (connect failure)", True),
+        ("sbatch: error: Batch job submission failed: Invalid partition name specified", False),
+    ],
+)
+def test_no_controller_is_told_from_other_refusals(said: str, none_answers: bool) -> None:
+    assert no_controller(said) is none_answers

@@ -2,7 +2,7 @@
 
 Chosen by name with :func:`get_backend`: ``local`` (processes on this
 machine), ``slurm`` (the Slurm CLI), ``ssh`` (the Slurm CLI over one SSH
-connection), ``pyslurm`` (optional, see the README).
+connection), ``pyslurm`` (optional, docs/admin.md).
 """
 
 from __future__ import annotations

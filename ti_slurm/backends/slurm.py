@@ -30,6 +30,7 @@ from ti_slurm.slurm.text import (
     COMMENTS_FORMAT,
     PARTITIONS_FORMAT,
     array_task_ids,
+    no_controller,
     output_dir,
     owner_uid,
     parse_comments,
@@ -48,7 +49,10 @@ def checked_stdout(
     """A command's stdout, or its last error line as a one-line ``error``."""
     if res.returncode != 0:
         msg = (res.stderr or res.stdout).strip().splitlines()
-        raise error(f"{what} failed: {msg[-1] if msg else f'exit {res.returncode}'}")
+        said = msg[-1] if msg else f"exit {res.returncode}"
+        if no_controller(said):  # the first submit on a machine with no cluster: say what to do
+            said += "; no Slurm controller answers here (no cluster? --local runs the job on this machine)"
+        raise error(f"{what} failed: {said}")
     return res.stdout
 
 

@@ -254,7 +254,7 @@ def check_env_sizes(env: Mapping[str, str]) -> None:
         if size > MAX_ENV_STRING:
             raise ContractError(
                 f"{name} would be {size} bytes, over Linux's {MAX_ENV_STRING}-byte limit for one environment "
-                "string; use fewer nodes per job (see the README's environment size limits)"
+                "string; use fewer nodes per job (see docs/modes.md, environment size)"
             )
 
 

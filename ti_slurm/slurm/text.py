@@ -237,6 +237,22 @@ def unreachable(state: str) -> bool:
     return state.endswith("*") or state.rstrip("*~#!%$@^-").split("+")[0] in UNREACHABLE_STATES
 
 
+# what Slurm's commands print when no controller answers (none runs, the config names another, a version
+# that speaks another protocol)
+_NO_CONTROLLER = (
+    "Unable to contact slurm controller",
+    "Insane message length",
+    "Zero Bytes were transmitted or received",
+    "Connection refused",
+    "Could not establish a configuration source",
+)
+
+
+def no_controller(message: str) -> bool:
+    """Whether a Slurm command's error says no controller could be reached."""
+    return any(sign in message for sign in _NO_CONTROLLER)
+
+
 # -- squeue ------------------------------------------------------------------------------------------------
 COMMENTS_FORMAT = "%i|%k"  # job id (``123``, ``123+0``, ``123_[1-4]``) and its comment
 
