@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--mode", default="ddp", choices=mode_names(), help="the training mode (ddp)")
     it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
     sub.add_parser("schema", help="print the spec's JSON Schema, for editors (> ti-slurm.schema.json)")
+    ui = sub.add_parser("ui", help="serve a web console for your jobs (prints its URL with a token)", parents=[remote])
+    ui.add_argument("--port", type=bounded(1024, 65535), default=8642, help="the console's port (8642)")
+    ui.add_argument(
+        "--bind", default="127.0.0.1", help="the address it listens on (127.0.0.1: reach it with ssh -L from elsewhere)"
+    )
 
     _add_in_job(sub.add_parser("env", help="print this node's contract variables (inside a job)"), runs=False)
     sub_exec = sub.add_parser(
@@ -447,6 +452,22 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    import socket
+
+    try:
+        from ti_slurm.ui.app import serve
+    except ImportError as exc:
+        raise ConfigError("ui", exc.name, "the console needs its extra: pip install 'ti-slurm[ui]'") from None
+    with socket.socket() as probe:  # a port in use is one line, before anything is printed
+        try:
+            probe.bind((args.bind, args.port))
+        except OSError as exc:
+            raise ConfigError("--port", args.port, f"cannot listen there ({exc.strerror}); pick another") from None
+    serve(args.port, args.host, ssh_options(args) if args.host else None, args.bind)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ti_slurm.doctor import doctor
 
@@ -517,6 +538,7 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "init": cmd_init,
     "schema": cmd_schema,
+    "ui": cmd_ui,
     "env": cmd_env,
     "exec": cmd_exec,
 }

@@ -273,7 +273,7 @@ def jobs(
     from ti_slurm.registry import recall_all
 
     check_host(host)
-    infos = [j for j in recall_all() if not host or j.host == host]
+    infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)  # oldest first
     out: list[JobStatus] = []
     for name, on_host in sorted({(j.backend, j.host) for j in infos}):
         group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
@@ -547,8 +547,8 @@ class Job:
 
     def last_lines(self, path: str, lines: int) -> list[str]:
         """The last ``lines`` lines of a job file, from its last bytes only (a log may be gigabytes)."""
-        data = self.backend.read_tail(path, TAIL_BYTES)
-        return data.decode(errors="replace").splitlines()[-lines:] if data else []
+        end = self.backend.read_end(path, TAIL_BYTES)
+        return end[1].decode(errors="replace").splitlines()[-lines:] if end else []
 
     def failure_tail(self, status: JobStatus, lines: int = 20) -> str:
         """The last lines of the failed node's log (or, when no node failed, of the batch script's output),

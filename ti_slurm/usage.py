@@ -29,6 +29,7 @@ class NodeUsage:
     time: float  # of the last sample
     gpus: dict[str, dict[str, float]] = field(default_factory=dict)
     samples: int = 2  # taken while it ran, and the last one at its end (files before it was written: 2)
+    series: list[list[Any]] = field(default_factory=list)  # [seconds, CPU %, rss, [GPU util, ...]], bounded
 
     @classmethod
     def parse(cls, label: str, text: str | None) -> NodeUsage | None:
@@ -47,6 +48,7 @@ class NodeUsage:
                 float(data["time"]),
                 {str(k): dict(v) for k, v in dict(data.get("gpus") or {}).items()},
                 int(data.get("samples", 2)),
+                [list(point) for point in data.get("series") or []],
             )
         except (ValueError, KeyError, TypeError):
             return None  # not written yet, or half a file from an older version

@@ -444,9 +444,9 @@ def test_a_failed_node_with_a_large_log_shows_its_last_lines_read_from_the_end(t
     asked: list[int] = []
 
     class Counting(LocalBackend):  # what the tail reads, by the backend's own door
-        def read_tail(self, path: str, size: int) -> bytes | None:
+        def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
             asked.append(size)
-            return super().read_tail(path, size)
+            return super().read_end(path, size)
 
         def read_text(self, path: str) -> str | None:
             assert not path.endswith(".log"), "a whole log was read"

@@ -122,7 +122,7 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
         def read_text(self, path: str) -> str | None:
             return Path(path).read_text() if Path(path).exists() else None  # as the backends answer
 
-        def read_tail(self, path: str, size: int) -> bytes | None:
+        def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
             return None  # no batch output (the job ended without a record: ti-slurm looks for one)
 
     backend = Backend()

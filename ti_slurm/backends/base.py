@@ -86,8 +86,9 @@ class Backend(Protocol):
         absent."""
         ...
 
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        """At most the last ``size`` bytes of a job file (a failure's last lines: never the whole log)."""
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        """A job file's length and at most its last ``size`` bytes (a failure's last lines, a log view's start:
+        never the whole log); ``None`` when absent."""
         ...
 
     def find_job_dir(self, job_id: str) -> str | None:

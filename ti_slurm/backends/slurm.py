@@ -217,5 +217,5 @@ class SlurmBackend(SubmitsInOneStep):
     def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
         return self.transport.read_bytes(path, offset, size)
 
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        return self.transport.read_tail(path, size)
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        return self.transport.read_end(path, size)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SAMPLE_EVERY = 5.0  # seconds between samples of a node's processes
+SERIES_POINTS = 240  # the samples kept for charts: when full, every other one goes (the whole run, coarser)
 SMI_EVERY = 30.0  # nvidia-smi is a process of its own: GPUs through it this rarely (NVML: every sample)
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -138,6 +139,8 @@ class UsageSampler:
         self.last_cpu = self.cpu = 0.0
         self.peak_rss = self.samples = 0
         self.gpus: dict[str, dict[str, float]] = {}
+        # [seconds since start, CPU %, resident bytes, [each GPU's utilization]] per sample, bounded
+        self.series: list[list[Any]] = []
         self.read_gpus, self.gpu_every = gpu_reader(bound_gpus(env))
         self.next_gpus = 0.0
         self.children_at_start = _children_cpu()
@@ -171,6 +174,11 @@ class UsageSampler:
                 gpu.update(util=util, mem=used, mem_total=total, peak_mem=max(gpu["peak_mem"], used))
                 gpu["util_sum"] += util
                 gpu["readings"] += 1
+        if pids:  # a sample while the command ran (the last one, at its end, holds no processes)
+            utils = [self.gpus[i].get("util", 0.0) for i in sorted(self.gpus)]
+            self.series.append([round(now - self.started, 1), round(percent, 1), rss, utils])
+            if len(self.series) > SERIES_POINTS:
+                self.series = self.series[::2]
         self.write(now, percent, rss)
 
     def record(self, now: float, percent: float, rss: int) -> dict[str, Any]:
@@ -186,6 +194,7 @@ class UsageSampler:
             "mem_request": self.mem_request,
             "samples": self.samples,
             "gpus": {i: dict(g) for i, g in sorted(self.gpus.items())},
+            "series": self.series,
         }
 
     def write(self, now: float, percent: float, rss: int) -> None:

@@ -43,7 +43,7 @@ class Transport(Protocol):
 
     def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None: ...
 
-    def read_tail(self, path: str, size: int) -> bytes | None: ...
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None: ...
 
 
 class LocalFiles:
@@ -56,12 +56,13 @@ class LocalFiles:
     def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
         return read_local_bytes(path, offset, size)
 
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        """At most the last ``size`` bytes, read from there on."""
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        """The file's length, and at most its last ``size`` bytes (read from there on)."""
         try:
             with open_regular(path) as fh:
-                fh.seek(max(0, os.fstat(fh.fileno()).st_size - size))
-                return fh.read(size)
+                length = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, length - size))
+                return length, fh.read(size)
         except OSError:
             return None
 

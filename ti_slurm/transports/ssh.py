@@ -320,9 +320,11 @@ class SSHSession:
             return self._tail(["tail", "-c", f"+{offset + 1}", "--", path])
         return self._tail(["sh", "-c", 'tail -c "+$1" -- "$2" | head -c "$3"', "sh", str(offset + 1), path, str(size)])
 
-    def read_tail(self, path: str, size: int) -> bytes | None:
-        """At most the last ``size`` bytes of ``path`` (``tail -c N``)."""
-        return self._tail(["tail", "-c", str(size), "--", path])
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        """The length of ``path`` and at most its last ``size`` bytes, in one round trip (``wc -c``, ``tail -c N``)."""
+        out = self._tail(["sh", "-c", 'wc -c < "$1" && tail -c "$2" -- "$1"', "sh", path, str(size)])
+        length, sep, data = (out or b"").partition(b"\n")
+        return (int(length), data) if out is not None and sep and length.strip().isdigit() else None
 
     def _tail(self, argv: list[str]) -> bytes | None:
         code, out, _ = self.exchange(self.start(argv), argv, None)

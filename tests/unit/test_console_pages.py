@@ -1,0 +1,61 @@
+"""What the console's views show, from records (pure): the list's order, sweeps and filters; a log's text
+without terminal control; the effective training time; the bounded usage series the charts draw."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ti_slurm import JobState
+from ti_slurm.job import usage as sampling
+from ti_slurm.status import AttemptStatus, JobStatus
+from ti_slurm.ui.pages import effective_time, job_rows, plain
+
+
+def status(job_id: str, name: str, state: JobState, sweep: str = "") -> JobStatus:
+    return JobStatus(job_id, name, state, reason=f"{name} reason", sweep=sweep)
+
+
+def test_the_list_is_newest_first_with_a_sweep_as_one_row_and_filters() -> None:
+    statuses = [
+        status("1", "train", JobState.COMPLETED),
+        status("2_0", "grid", JobState.COMPLETED, sweep="2"),
+        status("2_1", "grid", JobState.FAILED, sweep="2"),
+        status("3", "eval", JobState.RUNNING),
+    ]
+    rows = job_rows(statuses, {"1": 10.0, "3": 30.0})
+    assert [r["id"] for r in rows] == ["3", "2", "1"]
+    assert rows[1]["state"] == "SWEEP" and rows[1]["reason"] == "1 COMPLETED, 1 FAILED"
+    assert [p["id"] for p in rows[1]["points"]] == ["2_0", "2_1"]
+    assert [r["id"] for r in job_rows(statuses, {}, state="failed")] == ["2"]  # a sweep with a failed point
+    assert [r["id"] for r in job_rows(statuses, {}, name="TRA")] == ["1"]
+
+
+def test_a_log_is_shown_as_text_without_terminal_control() -> None:
+    raw = b"\x1b[31mred\x1b[0m line\r\nbell\x07 \xff tab\there\n\x1b]0;title\x07"
+    assert plain(raw) == "red line\nbell \ufffd tab\there\n"  # a window-title sequence is gone whole
+
+
+def test_effective_training_time_counts_the_time_between_attempts_against_it() -> None:
+    attempts = [AttemptStatus(0, started=100.0, ended=190.0), AttemptStatus(1, started=200.0, ended=300.0)]
+    assert effective_time(attempts, ended=True) == 0.95  # 190 s of 200 s ran
+    assert effective_time([], ended=False) is None
+
+
+def test_the_usage_series_stays_bounded_over_a_long_run(tmp_path: Path) -> None:
+    sampler = sampling.UsageSampler(str(tmp_path / "ddp-0.usage.json"), "n1", 1, 0, {})
+    for _ in range(sampling.SERIES_POINTS + 1):
+        sampler.sample([os.getpid()])
+    assert len(sampler.series) == sampling.SERIES_POINTS // 2 + 1  # every other one went, the run is all there
+    assert sampler.series[0][0] <= sampler.series[-1][0] and sampler.series[-1][2] > 0
+
+
+def test_nothing_but_the_ui_command_imports_the_console() -> None:
+    """The console is an optional extra: the rest of ti-slurm runs without Starlette."""
+    package = Path(__file__).parents[2] / "ti_slurm"
+    importers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "ti_slurm.ui" in path.read_text() and path.parent.name != "ui"
+    ]
+    assert importers == ["cli.py"]

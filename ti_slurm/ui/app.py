@@ -1,0 +1,142 @@
+"""The console's web application: pages (jinja2, escaped), their JSON, a node's log, cancel.
+
+Each request is one or two calls of the Python API, run in Starlette's thread pool; every user-given id
+goes through :func:`ti_slurm.client.get_job`'s check before anything runs. Pages carry no user text in
+scripts: the scripts (``static/console.js``) fetch JSON and set text, never HTML.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
+from ti_slurm.ui import pages
+from ti_slurm.ui.guard import Guard
+
+HERE = Path(__file__).parent
+TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
+
+
+class Console:
+    """The views of one console: the login it reads through (``host``: over SSH) and its guard."""
+
+    def __init__(self, guard: Guard, host: str | None = None, ssh: dict[str, Any] | None = None) -> None:
+        self.guard, self.host, self.ssh = guard, host, ssh or {}
+
+    def job(self, job_id: str) -> Any:
+        from ti_slurm.client import get_job
+
+        return get_job(job_id, host=self.host, **self.ssh)
+
+    def page(self, template: str, **values: Any) -> HTMLResponse:
+        html = TEMPLATES.get_template(template).render(csrf=self.guard.csrf, host=self.host or "", **values)
+        return HTMLResponse(html)
+
+    # -- pages -----------------------------------------------------------------------------------------
+    def list_page(self, request: Request) -> Response:
+        return self.page("list.html.j2")
+
+    def job_page(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        self.job(job_id)  # an id that is no id, or no job of this user's: the error page, nothing else
+        return self.page("job.html.j2", job_id=job_id)
+
+    # -- their data --------------------------------------------------------------------------------------
+    def jobs_json(self, request: Request) -> Response:
+        from ti_slurm.client import jobs
+        from ti_slurm.registry import recall_all
+
+        submitted = {info.job_id: info.submitted for info in recall_all()}
+        statuses = jobs(host=self.host, **self.ssh)
+        q = request.query_params
+        return JSONResponse(pages.job_rows(statuses, submitted, q.get("state", ""), q.get("name", "")))
+
+    def job_json(self, request: Request) -> Response:
+        job = self.job(request.path_params["job_id"])
+        status = job.status()
+        data = pages.job_page(job, status, job.usage(status))
+        data["events"] = pages.events(job)
+        return JSONResponse(data)
+
+    def log_json(self, request: Request) -> Response:
+        job = self.job(request.path_params["job_id"])
+        q = request.query_params
+        offset = int(q.get("offset", "-1")) if q.get("offset", "-1").lstrip("-").isdigit() else -1
+        attempt = int(q["attempt"]) if q.get("attempt", "").isdigit() else None
+        return JSONResponse(pages.log_chunk(job, q.get("node", ""), offset, attempt))
+
+    def log_download(self, request: Request) -> Response:
+        job = self.job(request.path_params["job_id"])
+        label = request.path_params["node"]
+        path = pages.log_path(job, label)
+
+        def chunks() -> Any:
+            offset = 0
+            while path:
+                data = job.backend.read_bytes(path, offset, pages.LOG_STEP)
+                if not data:
+                    return
+                offset += len(data)
+                yield data
+
+        name = f"{job.id}-{label}.log".replace('"', "")
+        headers = {"content-disposition": f'attachment; filename="{name}"'}
+        return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers=headers)
+
+    def cancel(self, request: Request) -> Response:
+        job = self.job(request.path_params["job_id"])
+        job.cancel()
+        return JSONResponse({"cancel": "requested", "job": job.id})
+
+
+async def refusal(request: Request, exc: Exception) -> Response:
+    """A user error (no such job, an id that is no id, a login that cannot be reached): one line, escaped."""
+    code = 404 if isinstance(exc, UnknownJobError) else 502 if isinstance(exc, BackendError) else 400
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": str(exc)}, status_code=code)
+    html = TEMPLATES.get_template("error.html.j2").render(message=str(exc), csrf="", host="")
+    return HTMLResponse(html, status_code=code)
+
+
+def make_app(guard: Guard, host: str | None = None, ssh: dict[str, Any] | None = None) -> Starlette:
+    console = Console(guard, host, ssh)
+    routes = [
+        Route("/", console.list_page),
+        Route("/job/{job_id}", console.job_page),
+        Route("/job/{job_id}/log/{node}", console.log_download),
+        Route("/api/jobs", console.jobs_json),
+        Route("/api/job/{job_id}", console.job_json),
+        Route("/api/job/{job_id}/log", console.log_json),
+        Route("/api/job/{job_id}/cancel", console.cancel, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
+        exception_handlers={TiSlurmError: refusal},
+    )
+
+
+def serve(port: int, host: str | None = None, ssh: dict[str, Any] | None = None, bind: str = "127.0.0.1") -> None:
+    """Serve the console until interrupted; print its URL (with the token) first."""
+    import sys
+
+    import uvicorn
+
+    guard = Guard(port)
+    if bind not in ("127.0.0.1", "localhost", "::1"):
+        guard.hosts.add(f"{bind}:{port}")
+    print(f"ti-slurm console: {guard.url()}", flush=True)
+    print("  (the token is the key: anyone with this URL can act on your jobs; Ctrl-C stops the console)",
+          file=sys.stderr, flush=True)  # fmt: skip
+    uvicorn.run(make_app(guard, host, ssh), host=bind, port=port, log_level="warning")

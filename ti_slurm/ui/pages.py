@@ -1,0 +1,157 @@
+"""What each view of the console shows, as plain data (JSON for the pages' scripts), from the API's records.
+
+Pure but for the calls into :mod:`ti_slurm.client` the views make: the same the CLI makes, so the console
+costs the controller what ``ti-slurm list``/``status`` cost (one shared queue query per interval).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from ti_slurm.core.paths import JobPaths
+
+LOG_START = 64 * 1024  # a log view starts with at most this much of its end
+LOG_STEP = 256 * 1024  # and follows at most this much per request
+LIST_LIMIT = 500  # rows a list shows at most (newest first)
+# a terminal's control sequences (colours, cursor moves) and other control characters but tab and newline:
+# a page shows a log's text, not what a terminal would make of it
+_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(data: bytes) -> str:
+    """Log bytes as text for a page: invalid UTF-8 replaced, control sequences dropped."""
+    return _CONTROL.sub("", data.decode(errors="replace").replace("\r\n", "\n"))
+
+
+def job_rows(statuses: list[Any], submitted: dict[str, float], state: str = "", name: str = "") -> list[dict[str, Any]]:
+    """The job list: newest first, a sweep as one row with its points, filtered by state and name."""
+    groups: dict[str, list[Any]] = {}
+    for st in statuses:
+        groups.setdefault(st.sweep or st.job_id, []).append(st)
+    rows = []
+    for key, group in reversed(list(groups.items())):
+        if name and name.lower() not in group[0].name.lower():
+            continue
+        if state and not any(str(p.state) == state.upper() for p in group):
+            continue
+        if group[0].sweep:
+            counts: dict[str, int] = {}
+            for p in group:
+                counts[str(p.state)] = counts.get(str(p.state), 0) + 1
+            summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+            points = [row(p, submitted) for p in group]
+            rows.append({"id": key, "name": group[0].name, "state": "SWEEP", "reason": summary, "points": points})
+        else:
+            rows.append(row(group[0], submitted))
+        if len(rows) == LIST_LIMIT:
+            break
+    return rows
+
+
+def row(st: Any, submitted: dict[str, float]) -> dict[str, Any]:
+    first = st.attempts[0].started if st.attempts else None
+    last = st.attempts[-1] if st.attempts else None
+    ended = last.ended if last and st.state.is_terminal else None
+    sent = submitted.get(st.job_id, 0.0)
+    return {
+        "id": st.job_id,
+        "name": st.name,
+        "state": str(st.state),
+        "mode": st.mode,
+        "nodes": sum(len(c.nodes) for c in st.components),
+        "wait": round(first - sent, 1) if first and sent else None,
+        "run": round((ended or time.time()) - first, 1) if first else None,
+        "reason": st.reason,
+        "failed_node": st.failed.get("node", ""),
+        "waits_for": st.waits_for,
+        "submitted": sent,
+    }
+
+
+def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
+    """A job's page: its summary, attempts, nodes (with what each uses now), usage series, events."""
+    by_label = {u.label: u for u in usage}
+    ended = status.state.is_terminal  # an ended node's memory: its peak (its last sample holds no process)
+    nodes = []
+    for comp in status.components:
+        for index, node in enumerate(comp.nodes):
+            label = f"{comp.name}-{index}"
+            exits = {e.get("index"): e.get("exit_code") for e in comp.node_exits}
+            u = by_label.get(label)
+            nodes.append({
+                "label": label, "component": comp.name, "rank": index, "node": node, "state": comp.state,
+                "exit_code": exits.get(index),
+                "cpu": u.cpu_percent if u else None, "rss": (u.peak_rss if ended else u.rss) if u else None,
+                "gpus": {i: g.get("util") for i, g in u.gpus.items()} if u else {},
+                "failed": status.failed.get("component") == comp.name and status.failed.get("index") == index,
+            })  # fmt: skip
+    return {
+        "id": status.job_id,
+        "name": status.name,
+        "state": str(status.state),
+        "terminal": status.state.is_terminal,
+        "mode": status.mode,
+        "reason": status.reason,
+        "waits_for": status.waits_for,
+        "code": status.code,
+        "effective": effective_time(status.attempts, status.state.is_terminal),
+        "attempts": [a.__dict__ for a in status.attempts],
+        "nodes": nodes,
+        "series": {u.label: {"node": u.node, "points": u.series} for u in usage},
+        "staging": status.staging,
+        "batch_tail": status.batch_tail,
+    }
+
+
+def effective_time(attempts: list[Any], ended: bool) -> float | None:
+    """The share of the time since the first start that the commands ran (restarts and requeues count against
+    it: the queue between attempts, the steps' starts), as large runs report their effective training time."""
+    started = [a for a in attempts if a.started]
+    if not started:
+        return None
+    end = (started[-1].ended or time.time()) if ended else time.time()
+    ran = sum((a.ended or end) - a.started for a in started)
+    span = end - started[0].started
+    return round(min(ran / span, 1.0), 3) if span > 0 else None
+
+
+def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
+    """The job's record, newest last, each event with a level (info, warning, error), at most ``limit``."""
+    from ti_slurm.client import read_events
+
+    out = []
+    for ev in read_events(job.backend, job.info)[-limit:]:
+        kind = str(ev.get("event", ""))
+        state = str(ev.get("state", ""))
+        level = "error" if state in ("FAILED", "NODE_FAIL", "TIMEOUT", "HUNG") else "info"
+        if kind in ("signal", "notify") or ev.get("requeued") or ev.get("in_place"):
+            level = "warning"
+        detail = {k: v for k, v in ev.items() if k not in ("event", "time", "submission")}
+        out.append({"time": ev.get("time"), "event": kind, "level": level, "detail": detail})
+    return out
+
+
+def log_chunk(job: Any, label: str, offset: int, attempt: int | None = None) -> dict[str, Any]:
+    """A node's log from ``offset`` (``-1``: its last ``LOG_START`` bytes), and where the next read starts."""
+    status = job.status()
+    files = dict(job.log_files(label, status, attempt))
+    path = files.get(label) or next(iter(files.values()), "")
+    if not path:
+        return {"text": "", "offset": max(offset, 0), "cut": False}
+    if offset < 0:
+        end = job.backend.read_end(path, LOG_START)
+        if end is None:
+            return {"text": "", "offset": 0, "cut": False}
+        length, data = end
+        return {"text": plain(data), "offset": length, "cut": length > len(data)}
+    data = job.backend.read_bytes(path, offset, LOG_STEP) or b""
+    return {"text": plain(data), "offset": offset + len(data), "cut": False}
+
+
+def log_path(job: Any, label: str) -> str:
+    """The whole log file of a node (for a download)."""
+    status = job.status()
+    comp, _, index = label.rpartition("-")
+    return JobPaths(status.job_dir).node_log(comp, int(index)) if index.isdigit() else ""

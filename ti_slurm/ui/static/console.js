@@ -1,0 +1,241 @@
+// ti-slurm console: fetches JSON from the console and shows it. User text (job names, reasons, log lines)
+// is only ever set as text (textContent), never parsed as HTML.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const POLL_MS = 1000;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function seconds(s) {
+  if (s === null || s === undefined) return "";
+  if (s < 60) return `${Math.round(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+}
+
+function mib(bytes) {
+  return bytes === null || bytes === undefined ? "" : `${(bytes / 1048576).toFixed(0)} MiB`;
+}
+
+async function getJSON(url) {
+  const res = await fetch(url, { credentials: "same-origin" });
+  const data = await res.json();
+  if (!res.ok) throw new Error(data.error || res.statusText);
+  return data;
+}
+
+// -- the job list ------------------------------------------------------------------------------------
+function jobRow(job, point) {
+  const tr = el("tr", null, point ? "point" : "");
+  const link = el("a", job.id);
+  link.href = job.state === "SWEEP" ? "#" : `/job/${encodeURIComponent(job.id)}`;
+  const first = el("td");
+  first.append(link);
+  tr.append(first, el("td", job.name), el("td", job.state, `state ${job.state}`), el("td", job.mode || ""),
+    el("td", job.nodes || ""), el("td", seconds(job.wait)), el("td", seconds(job.run)));
+  const why = job.failed_node ? `${job.reason} (node ${job.failed_node})` : job.reason;
+  tr.append(el("td", job.waits_for ? `${why}; waits for ${job.waits_for}` : why));
+  tr.dataset.job = job.id;
+  return tr;
+}
+
+async function refreshList() {
+  const form = new FormData(document.getElementById("filters"));
+  const query = new URLSearchParams(form).toString();
+  try {
+    const rows = await getJSON(`/api/jobs?${query}`);
+    const body = document.querySelector("#jobs tbody");
+    const open = new Set([...body.querySelectorAll("tr.sweep.open")].map((r) => r.dataset.job));
+    body.replaceChildren();
+    for (const job of rows) {
+      const tr = jobRow(job, false);
+      body.append(tr);
+      if (job.points) {
+        tr.classList.add("sweep");
+        if (open.has(job.id)) tr.classList.add("open");
+        tr.querySelector("a").addEventListener("click", (e) => { e.preventDefault(); tr.classList.toggle("open"); refreshList(); });
+        if (open.has(job.id)) for (const p of job.points) body.append(jobRow(p, true));
+      }
+    }
+    document.getElementById("empty").hidden = rows.length > 0;
+    document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    document.getElementById("updated").textContent = `not updated: ${err.message}`;
+  }
+}
+
+// -- charts: a small SVG line chart, one line per node -------------------------------------------------
+const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"];
+
+function drawChart(svg, lines, unitMax) {
+  const W = 600, H = 160, P = 28;
+  svg.replaceChildren();
+  const all = lines.flatMap((l) => l.points);
+  if (!all.length) { svg.append(svgText("no samples yet (one every 5 s)", P, H / 2)); return; }
+  const tMax = Math.max(...all.map((p) => p[0]), 1);
+  const yMax = Math.max(unitMax || 0, ...all.map((p) => p[1]), 1);
+  const axis = document.createElementNS("http://www.w3.org/2000/svg", "path");
+  axis.setAttribute("d", `M${P},${P / 2} V${H - P} H${W - 4}`);
+  axis.setAttribute("class", "axis");
+  svg.append(axis, svgText(yMax.toFixed(0), 2, P / 2 + 4), svgText(seconds(tMax), W - 60, H - 8));
+  lines.forEach((line, i) => {
+    const path = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    path.setAttribute("points", line.points.map((p) => `${P + (p[0] / tMax) * (W - P - 8)},${H - P - (p[1] / yMax) * (H - 1.5 * P)}`).join(" "));
+    path.setAttribute("stroke", COLORS[i % COLORS.length]);
+    path.setAttribute("class", "line");
+    path.dataset.node = line.label;
+    svg.append(path);
+  });
+}
+
+function svgText(text, x, y) {
+  const t = document.createElementNS("http://www.w3.org/2000/svg", "text");
+  t.setAttribute("x", x); t.setAttribute("y", y);
+  t.textContent = text;
+  return t;
+}
+
+// -- a job's page --------------------------------------------------------------------------------------
+const job = { id: document.body.dataset.job, logNode: "", logOffset: -1, terminal: false, lastEvents: 0 };
+
+function showJob(data) {
+  document.getElementById("name").textContent = data.name;
+  const state = document.getElementById("state");
+  state.textContent = data.state;
+  state.className = `state ${data.state}`;
+  document.getElementById("reason").textContent = data.waits_for ? `${data.reason} (waits for ${data.waits_for})` : data.reason;
+  document.getElementById("cancel").disabled = data.terminal;
+  const summary = document.getElementById("summary");
+  summary.replaceChildren();
+  const effective = data.effective === null ? "" : `${(data.effective * 100).toFixed(1)}% of the time since the first start`;
+  const facts = [["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
+  for (const [k, v] of facts) if (v) summary.append(el("dt", k), el("dd", v));
+  const attempts = document.getElementById("attempts");
+  attempts.replaceChildren();
+  for (const a of data.attempts) {
+    const when = a.started ? new Date(a.started * 1000).toLocaleTimeString() : "";
+    const how = a.requeued ? (a.in_place ? " -> restarted in place" : " -> requeued") : "";
+    const li = el("li", `attempt ${a.attempt}: ${when} ${a.ended ? a.state + how : "running"}${a.reason ? ": " + a.reason : ""}`);
+    li.className = a.in_place ? "in-place" : a.requeued ? "requeued" : "";
+    for (const [lost, spare] of Object.entries(a.replaced || {})) li.append(el("div", spare ? `spare ${spare} took the place of lost node ${lost}` : `went on without lost node ${lost}`, "note"));
+    attempts.append(li);
+  }
+  const body = document.querySelector("#nodes tbody");
+  body.replaceChildren();
+  const select = document.getElementById("log-node");
+  const labels = [...select.options].map((o) => o.value);
+  for (const n of data.nodes) {
+    const tr = el("tr", null, n.failed ? "failed" : "");
+    const gpus = Object.entries(n.gpus).map(([i, u]) => `${i}: ${u}`).join(", ");
+    tr.append(el("td", n.label), el("td", n.component), el("td", n.rank), el("td", n.node), el("td", n.state),
+      el("td", n.exit_code ?? ""), el("td", data.terminal ? "" : n.cpu ?? ""), el("td", mib(n.rss)), el("td", gpus));
+    tr.dataset.node = n.label;
+    body.append(tr);
+    if (!labels.includes(n.label)) select.append(new Option(`${n.label} (${n.node})`, n.label));
+  }
+  if (!job.logNode && select.options.length) {
+    const failed = data.nodes.find((n) => n.failed);
+    job.logNode = failed ? failed.label : select.options[0].value;
+    select.value = job.logNode;
+    document.getElementById("download").href = `/job/${encodeURIComponent(job.id)}/log/${encodeURIComponent(job.logNode)}`;
+  }
+  const series = Object.entries(data.series).map(([label, s]) => ({ label, node: s.node, points: s.points }));
+  drawChart(document.getElementById("chart-cpu"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[1]]) })), 100);
+  drawChart(document.getElementById("chart-mem"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[2] / 1048576]) })), 0);
+  drawChart(document.getElementById("chart-gpu"), series.filter((s) => s.points.some((p) => p[3].length)).map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], Math.max(0, ...p[3])]) })), 100);
+  const legend = document.getElementById("legend");
+  legend.replaceChildren(...series.map((s, i) => { const sp = el("span", `${s.label} (${s.node})`, "key"); sp.style.setProperty("--c", COLORS[i % COLORS.length]); return sp; }));
+  showEvents(data.events);
+  job.terminal = data.terminal;
+}
+
+function showEvents(events) {
+  const level = document.getElementById("event-level").value;
+  const body = document.querySelector("#events tbody");
+  body.replaceChildren();
+  for (const ev of events.slice(-500).reverse()) {
+    if (level && ev.level !== level) continue;
+    const tr = el("tr", null, ev.level);
+    const detail = Object.entries(ev.detail).filter(([, v]) => v !== "" && v !== null && !(Array.isArray(v) && !v.length)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+    tr.append(el("td", ev.time ? new Date(ev.time * 1000).toLocaleTimeString() : ""), el("td", ev.level), el("td", ev.event), el("td", detail));
+    body.append(tr);
+  }
+}
+
+async function followLog() {
+  if (!job.logNode) return;
+  const node = job.logNode;
+  try {
+    const chunk = await getJSON(`/api/job/${encodeURIComponent(job.id)}/log?node=${encodeURIComponent(node)}&offset=${job.logOffset}`);
+    if (node !== job.logNode) return;
+    const log = document.getElementById("log");
+    if (job.logOffset < 0) { log.textContent = ""; document.getElementById("log-cut").hidden = !chunk.cut; }
+    if (chunk.text) {
+      log.append(document.createTextNode(chunk.text));
+      if (log.textContent.length > 2000000) log.textContent = log.textContent.slice(-1000000);  // bounded
+      applySearch();
+      if (document.getElementById("follow").checked) log.scrollTop = log.scrollHeight;
+    }
+    job.logOffset = chunk.offset;
+  } catch (err) { /* the next poll tries again */ }
+}
+
+function applySearch() {
+  const term = document.getElementById("log-search").value;
+  const log = document.getElementById("log");
+  log.classList.toggle("searching", !!term);
+  if (!term) return;
+  const lines = log.textContent.split("\n").filter((l) => l.includes(term));
+  log.dataset.matches = String(lines.length);
+}
+
+async function refreshJob() {
+  try {
+    showJob(await getJSON(`/api/job/${encodeURIComponent(job.id)}`));
+  } catch (err) {
+    document.getElementById("reason").textContent = `not updated: ${err.message}`;
+  }
+}
+
+function startJobPage() {
+  document.getElementById("log-node").addEventListener("change", (e) => {
+    job.logNode = e.target.value; job.logOffset = -1;
+    document.getElementById("download").href = `/job/${encodeURIComponent(job.id)}/log/${encodeURIComponent(job.logNode)}`;
+    followLog();
+  });
+  document.getElementById("log-search").addEventListener("input", () => {
+    const term = document.getElementById("log-search").value;
+    const log = document.getElementById("log");
+    const all = log.dataset.all ?? log.textContent;
+    log.dataset.all = all;
+    log.textContent = term ? all.split("\n").filter((l) => l.includes(term)).join("\n") : all;
+    if (!term) delete log.dataset.all;
+  });
+  document.getElementById("event-level").addEventListener("change", refreshJob);
+  document.getElementById("cancel").addEventListener("click", async () => {
+    if (!window.confirm(`Cancel job ${job.id}? Its nodes stop now.`)) return;
+    const res = await fetch(`/api/job/${encodeURIComponent(job.id)}/cancel`, { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin" });
+    document.getElementById("reason").textContent = res.ok ? "cancel requested" : `cancel refused: ${res.status}`;
+    refreshJob();
+  });
+  refreshJob().then(followLog);
+  setInterval(refreshJob, 2 * POLL_MS);
+  setInterval(() => { if (!document.getElementById("log-search").value) followLog(); }, POLL_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (document.body.dataset.page === "list") {
+    document.getElementById("filters").addEventListener("input", refreshList);
+    document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
+    refreshList();
+    setInterval(refreshList, POLL_MS);
+  } else if (document.body.dataset.page === "job") {
+    startJobPage();
+  }
+});
