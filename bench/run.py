@@ -344,6 +344,94 @@ def case_usage_sampling(repeat: int, tmp: Path) -> list[Row]:
     ]  # fmt: skip
 
 
+def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -> list[Row]:
+    """The console's answers, over HTTP from a running `ti-slurm ui`, beside the CLI reading the same records:
+    the list of ``jobs`` ended jobs, the page of a ``nodes``-node job (its record, every node's usage series),
+    and a 1 GiB log's end (the log view's start) beside ``tail -c``."""
+    import urllib.request
+
+    if not installed("starlette"):
+        return [Row("console: list of jobs", -1.0, 0, "-", "info", True, "the ui extra is not installed")]
+    home = tmp / "console"
+    ids = seed_console_jobs(home, jobs, nodes)
+    env = {**os.environ, "XDG_STATE_HOME": str(home / "state")}
+    port = 18000 + os.getpid() % 1000
+    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
+    proc = subprocess.Popen([TI, "ui", "--port", str(port)], env=env, **quiet)  # type: ignore[call-overload]
+    try:
+        assert proc.stdout is not None
+        token = proc.stdout.readline().strip().rsplit("token=", 1)[1]
+
+        def get(path: str) -> bytes:
+            url, auth = f"http://127.0.0.1:{port}{path}", {"authorization": f"token {token}"}
+            request = urllib.request.Request(url, headers=auth)
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return bytes(answer.read())
+
+        for _ in range(100):  # listening
+            try:
+                get("/static/console.css")
+                break
+            except OSError:
+                time.sleep(0.1)
+        big = ids[-1]
+        listed = median(lambda: get("/api/jobs"), repeat)
+        cli_list = median(lambda: sh([TI, "list", "--limit", "0"], env=env), repeat)
+        page = median(lambda: get(f"/api/job/{big}"), repeat)
+        cli_status = median(lambda: sh([TI, "status", big], env=env), repeat)
+        tail = median(lambda: get(f"/api/job/{big}/log?node=ddp-0&offset=-1"), repeat)
+        log = home / "jobs" / big / "logs" / "ddp-0.log"
+        bare_tail = median(lambda: sh(["tail", "-c", "65536", str(log)]), repeat)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    return [
+        Row(f"console: list of {jobs} jobs (GET /api/jobs)", listed, cli_list, "ti-slurm list --limit 0",
+            "< 1 s", listed < 1.0, "every job's record read, newest 500 shown"),
+        Row(f"console: page of a {nodes}-node job", page, cli_status, "ti-slurm status", "< 1 s", page < 1.0,
+            "its record, each node's usage series and its events"),
+        Row("console: a 1 GiB log's end (the log view)", tail, bare_tail, "tail -c 65536", "< 50 ms", tail < 0.05,
+            "its last 64 KiB, never the whole log"),
+    ]  # fmt: skip
+
+
+def seed_console_jobs(home: Path, jobs: int, nodes: int) -> list[str]:
+    """``jobs`` ended local jobs as their records are (registry entry, status.jsonl), the last one with ``nodes``
+    nodes, a full usage series per node and a 1 GiB log (sparse: only its end is written)."""
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.job.usage import SERIES_POINTS
+
+    registry = home / "state" / "ti-slurm" / "jobs"
+    registry.mkdir(parents=True)
+    now, ids = time.time() - 3600, []
+    for k in range(jobs):
+        job_id = f"local-{100000 + k}"
+        paths = JobPaths.of(str(home / "jobs"), job_id)
+        names = [f"node{i:03d}" for i in range(nodes if k == jobs - 1 else 2)]
+        Path(paths.logs_dir).mkdir(parents=True)
+        start = {"event": "start", "time": now + k, "submission": "s", "attempt": 0, "mode": "ddp",
+                 "components": [{"name": "ddp", "nodes": names}]}  # fmt: skip
+        end = {"event": "end", "time": now + k + 60, "submission": "s", "attempt": 0, "state": "COMPLETED",
+               "reason": "every required step exited 0"}  # fmt: skip
+        Path(paths.status).write_text(json.dumps(start) + "\n" + json.dumps(end) + "\n")
+        info = {"job_id": job_id, "name": f"job{k}", "backend": "local", "job_dir": paths.root, "state": "COMPLETED",
+                "submission": "s", "submitted": now + k - 1}  # fmt: skip
+        (registry / f"{job_id}.json").write_text(json.dumps(info) + "\n")
+        ids.append(job_id)
+    series = [[5.0 * i, 95.0, 2 << 30, [88.0] * 8] for i in range(SERIES_POINTS)]
+    for i in range(nodes):
+        usage = {"node": f"node{i:03d}", "time": now + 60, "started": now, "cpus": 8, "cpu_percent": 95.0,
+                 "cpu_seconds": 400.0, "rss": 2 << 30, "peak_rss": 3 << 30, "mem_request": 0,
+                 "samples": SERIES_POINTS, "gpus": {}, "series": series}  # fmt: skip
+        Path(JobPaths.of(str(home / "jobs"), ids[-1]).node_usage("ddp", i)).write_text(json.dumps(usage))
+    log = Path(JobPaths.of(str(home / "jobs"), ids[-1]).node_log("ddp", 0))
+    with open(log, "wb") as fh:
+        fh.truncate((1 << 30) - (1 << 20))
+        fh.seek(0, 2)
+        fh.write(b"".join(b"step %d loss 0.%04d\n" % (i, i % 9999) for i in range(40_000))[: 1 << 20])
+    return ids
+
+
 # -- cluster cases ------------------------------------------------------------------------
 def held_spec(tmp: Path, body: str) -> Path:
     path = tmp / f"spec-{time.monotonic_ns()}.yaml"
@@ -1006,6 +1094,7 @@ def main() -> int:
     rows += case_scale(repeat)
     rows += case_supervisor()
     rows += case_usage_sampling(repeat, tmp)
+    rows += case_console(repeat, tmp, 2_000 if args.quick else 10_000)
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)
         rows += case_submit_backends(repeat, tmp)

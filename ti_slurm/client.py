@@ -263,9 +263,14 @@ def check_job_id(job_id: object) -> None:
 
 
 def jobs(
-    *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
+    *,
+    host: str | None = None,
+    accept_new_host_key: bool = False,
+    ssh_config: str | None = None,
+    newest: int | None = None,
 ) -> list[JobStatus]:
-    """The status of every job submitted from this account (optionally only those on ``host``).
+    """The status of every job submitted from this account (optionally only those on ``host``; only the
+    ``newest`` so many), oldest first.
 
     Jobs whose own record has ended need no query; one shared queue query per
     backend and host serves all the others.
@@ -274,6 +279,7 @@ def jobs(
 
     check_host(host)
     infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)  # oldest first
+    infos = infos[-newest:] if newest else infos
     out: list[JobStatus] = []
     for name, on_host in sorted({(j.backend, j.host) for j in infos}):
         group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
@@ -486,10 +492,10 @@ class Job:
         attempt's logs in turn); a line still being written waits until it is complete.
         ``attempt`` shows an earlier attempt's logs instead (they are kept).
         """
-        if self.directory_gone():
-            raise BackendError(f"job {self.id}: no logs to show: its job directory {self.job_dir} is gone")
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
         follower = _Follower(self)
+        if follower.status().state is JobState.UNKNOWN and self.directory_gone():  # a job not started has none yet
+            raise BackendError(f"job {self.id}: no logs to show: its job directory {self.job_dir} is gone")
         shown_attempt: int | None = None
         while True:
             status = follower.status()

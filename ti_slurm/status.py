@@ -78,6 +78,7 @@ class JobStatus:
     waits_for: str = ""  # a pending job's after: as Slurm shows it (afterok:123(unfulfilled))
     sweep: str = ""  # the sweep it is a point of
     undelivered: list[dict[str, Any]] = field(default_factory=list)  # notifications the job could not post
+    submitted: float = 0.0  # when it was submitted (0: not known)
 
     @property
     def settled(self) -> bool:
@@ -97,7 +98,9 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     Events of another submission (an earlier job with the same id) are ignored.
     A requeued job's events hold every attempt; the components are the latest's.
     """
-    status = JobStatus(job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir, sweep=job.sweep)
+    status = JobStatus(
+        job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir, sweep=job.sweep, submitted=job.submitted
+    )
     for ev in own_events(events, job.submission):
         kind = ev.get("event")
         if kind == "start":

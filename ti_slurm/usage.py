@@ -5,53 +5,21 @@ ended job's table with (in the spirit of Slurm's ``seff`` and Princeton's ``jobs
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from ti_slurm.core.usage import UsageRecord
 
 GIB = 1 << 30
 IDLE_PERCENT = 10.0  # a resource used less than this on average is named in a warning
 
 
-@dataclass
-class NodeUsage:
-    """One node's usage file, read back."""
+class NodeUsage(UsageRecord):
+    """One node's usage file, read back, with the label of its node (``<component>-<n>``)."""
 
-    label: str  # <component>-<n>
-    node: str
-    cpus: int
-    cpu_percent: float  # over the last sample interval: 100 = one CPU busy
-    cpu_seconds: float
-    rss: int
-    peak_rss: int
-    mem_request: int  # bytes Slurm gave (0: not known)
-    started: float
-    time: float  # of the last sample
-    gpus: dict[str, dict[str, float]] = field(default_factory=dict)
-    samples: int = 2  # taken while it ran, and the last one at its end (files before it was written: 2)
-    series: list[list[Any]] = field(default_factory=list)  # [seconds, CPU %, rss, [GPU util, ...]], bounded
+    label: str = ""
 
     @classmethod
     def parse(cls, label: str, text: str | None) -> NodeUsage | None:
-        try:
-            data: dict[str, Any] = json.loads(text or "")
-            return cls(
-                label,
-                str(data["node"]),
-                int(data["cpus"]) or 1,
-                float(data["cpu_percent"]),
-                float(data["cpu_seconds"]),
-                int(data["rss"]),
-                int(data["peak_rss"]),
-                int(data["mem_request"]),
-                float(data["started"]),
-                float(data["time"]),
-                {str(k): dict(v) for k, v in dict(data.get("gpus") or {}).items()},
-                int(data.get("samples", 2)),
-                [list(point) for point in data.get("series") or []],
-            )
-        except (ValueError, KeyError, TypeError):
-            return None  # not written yet, or half a file from an older version
+        fields = UsageRecord.fields_of(text)
+        return None if fields is None else cls(**fields, label=label)
 
     @property
     def cpu_efficiency(self) -> float:

@@ -81,7 +81,7 @@ def test_a_six_point_sweep_of_a_two_node_ddp_job_keeps_to_max_parallel(tmp_path:
         else:
             assert state == "COMPLETED", line
     listed = [line for line in run_cli("list", cwd=tmp_path).stdout.splitlines() if line.startswith(sweep)]
-    assert listed == [f"{sweep:<18} {'lr-sweep':<20} {'SWEEP':<10} 6 points: 4 COMPLETED, 2 FAILED"]
+    assert [line.split(None, 3) for line in listed] == [[sweep, "lr-sweep", "SWEEP", "6 points: 4 COMPLETED, 2 FAILED"]]
     logs = run_cli("logs", f"{sweep}_2", "--node", "1", cwd=tmp_path)
     assert logs.returncode == 0 and (tmp_path / "ti-slurm-jobs" / f"slurm-{sweep}_2.out").exists()
 

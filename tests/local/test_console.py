@@ -8,34 +8,16 @@ Screenshots of each page go to $TI_SLURM_ARTIFACTS (default: the test's own fold
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser import browser_page, console_process, need_browser, shot
 from tests.conftest import run_cli
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the browser is Debian's)")
-if not os.path.exists(CHROMIUM):
-    pytest.skip("Debian's chromium is not installed (apt install chromium)", allow_module_level=True)
-pytest.importorskip("starlette", reason="the console's extra: pip install 'ti-slurm[ui]'")
-
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+need_browser()
+from playwright.sync_api import Page, expect  # noqa: E402
 
 
 @pytest.fixture
@@ -43,42 +25,14 @@ def console(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     """A console for a user of our own (their registry), its URL with the token, their env, their folder."""
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     (tmp_path / "run").mkdir(mode=0o700)
-    port = free_port()
-    proc = subprocess.Popen(
-        ["ti-slurm", "ui", "--port", str(port)], cwd=tmp_path, env={**os.environ, **env},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = re.search(r"http://\S+", line)
-    assert url, line + (proc.stderr.read() if proc.stderr else "")
-    for _ in range(50):  # listening
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/static/console.css", timeout=1)
-        except urllib.error.HTTPError:
-            break  # it answers (403 without the token)
-        except OSError:
-            time.sleep(0.1)
-    yield url.group(0), env, tmp_path
-    proc.terminate()
-    proc.wait(timeout=10)
+    with console_process(tmp_path, env) as url:
+        yield url, env, tmp_path
 
 
 @pytest.fixture
-def page(tmp_path: Path) -> Iterator[Page]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1300, "height": 1000})
-        tab = context.new_page()
-        tab.on("dialog", lambda dialog: dialog.accept())  # the cancel's confirmation: yes
+def page() -> Iterator[Page]:
+    with browser_page() as tab:
         yield tab
-        browser.close()
-
-
-def shot(page: Page, name: str, folder: Path) -> None:
-    out = Path(os.environ.get("TI_SLURM_ARTIFACTS", folder))
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"console-{name}.png"), full_page=True)
 
 
 def submit(folder: Path, env: dict[str, str], spec: str) -> str:
@@ -181,3 +135,24 @@ def test_an_unknown_or_hostile_job_id_is_one_line(console: tuple[str, dict[str, 
     expect(page.locator("#error")).to_contain_text("--me")
     missing = page.request.get(base + "api/job/local-999999")
     assert missing.status == 404 and "unknown local job" in missing.json()["error"]
+
+
+def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str, str], Path], page: Page) -> None:
+    url, env, folder = console
+    (folder / "job.yaml").write_text("name: grid\nmode: ddp\nnodes: 1\ncommand: 'test {lr} != bad'\n")
+    res = run_cli("sweep", "job.yaml", "--local", "--param", "lr=0.1,bad,0.3", "--wait", cwd=folder, env=env)
+    sweep = res.stdout.strip()
+    assert res.returncode == 1 and sweep.startswith("sweep-"), res.stderr
+    page.goto(url)
+    row = page.locator(f'#jobs tr[data-job="{sweep}"]')
+    expect(row.locator("td").nth(3 - 1)).to_have_text("SWEEP")
+    row.locator("button.toggle").click()
+    expect(page.locator("#jobs tr.point")).to_have_count(3)
+    row.locator("a").click()
+    rows = page.locator("#points tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.first.locator("td").nth(1)).to_have_text("bad")  # the failed point first
+    expect(rows.first).to_have_class("failed")
+    page.locator("#points th", has_text="lr").click()  # sorted by lr
+    expect(rows.nth(2).locator("td").nth(1)).to_have_text("bad")
+    shot(page, "sweep", folder)

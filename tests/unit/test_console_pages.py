@@ -12,23 +12,23 @@ from ti_slurm.status import AttemptStatus, JobStatus
 from ti_slurm.ui.pages import effective_time, job_rows, plain
 
 
-def status(job_id: str, name: str, state: JobState, sweep: str = "") -> JobStatus:
-    return JobStatus(job_id, name, state, reason=f"{name} reason", sweep=sweep)
+def status(job_id: str, name: str, state: JobState, sweep: str = "", submitted: float = 0.0) -> JobStatus:
+    return JobStatus(job_id, name, state, reason=f"{name} reason", sweep=sweep, submitted=submitted)
 
 
 def test_the_list_is_newest_first_with_a_sweep_as_one_row_and_filters() -> None:
     statuses = [
-        status("1", "train", JobState.COMPLETED),
+        status("1", "train", JobState.COMPLETED, submitted=10.0),
         status("2_0", "grid", JobState.COMPLETED, sweep="2"),
         status("2_1", "grid", JobState.FAILED, sweep="2"),
-        status("3", "eval", JobState.RUNNING),
+        status("3", "eval", JobState.RUNNING, submitted=30.0),
     ]
-    rows = job_rows(statuses, {"1": 10.0, "3": 30.0})
+    rows = job_rows(statuses)
     assert [r["id"] for r in rows] == ["3", "2", "1"]
     assert rows[1]["state"] == "SWEEP" and rows[1]["reason"] == "1 COMPLETED, 1 FAILED"
     assert [p["id"] for p in rows[1]["points"]] == ["2_0", "2_1"]
-    assert [r["id"] for r in job_rows(statuses, {}, state="failed")] == ["2"]  # a sweep with a failed point
-    assert [r["id"] for r in job_rows(statuses, {}, name="TRA")] == ["1"]
+    assert [r["id"] for r in job_rows(statuses, state="failed")] == ["2"]  # a sweep with a failed point
+    assert [r["id"] for r in job_rows(statuses, name="TRA")] == ["1"]
 
 
 def test_a_log_is_shown_as_text_without_terminal_control() -> None:

@@ -59,9 +59,8 @@ def test_a_sampler_writes_what_top_and_the_summary_read(tmp_path: Path, monkeypa
 
 
 def usage(label: str, node: str, cpus: int, cpu_seconds: float, gpus: dict | None = None) -> NodeUsage:
-    return NodeUsage(
-        label, node, cpus, 100.0 * cpu_seconds / 100, cpu_seconds, 1 << 30, 2 << 30, 4 << 30, 0.0, 100.0, gpus or {}
-    )
+    percent = 100.0 * cpu_seconds / 100
+    return NodeUsage(node, cpus, percent, cpu_seconds, 1 << 30, 2 << 30, 4 << 30, 0.0, 100.0, gpus or {}, label=label)
 
 
 def test_the_summary_tells_a_busy_node_from_an_idle_one_and_top_marks_the_idlest() -> None:

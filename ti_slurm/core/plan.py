@@ -9,6 +9,7 @@ nothing heavy.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ti_slurm.core.record import Record
@@ -148,6 +149,11 @@ class JobPlan(Record):
         """The generic resources each node of ``comp`` asks Slurm for: its GPUs, its NPUs (the site's GRES name)."""
         wanted = {"gpu": comp.gpus_per_node, self.npu_gres: comp.npus_per_node}
         return {name: count for name, count in wanted.items() if count}
+
+    def run_dir(self) -> str:
+        """Where the command runs, absolute: the plan's workdir, or (relative, or none given) this step's own
+        directory (a remote submission's relative workdir is where its batch script went)."""
+        return self.workdir if self.workdir and os.path.isabs(self.workdir) else os.getcwd()
 
     def command_of(self, component: int) -> str:
         """The start command the nodes of component number ``component`` run."""

@@ -368,12 +368,7 @@ def checkpoint_dir(plan: JobPlan, job_dir: str) -> str:
 
     if not plan.checkpoint_dir:
         return JobPaths(job_dir).checkpoint_dir
-    return os.path.join(workdir(plan), plan.checkpoint_dir)
-
-
-def workdir(plan: JobPlan) -> str:
-    """Where the command runs, absolute: the plan's, or (relative, or none given) this step's own directory."""
-    return plan.workdir if plan.workdir and os.path.isabs(plan.workdir) else os.getcwd()
+    return os.path.join(plan.run_dir(), plan.checkpoint_dir)
 
 
 def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import time
 
+from ti_slurm.core.usage import UsageRecord
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -181,27 +183,26 @@ class UsageSampler:
                 self.series = self.series[::2]
         self.write(now, percent, rss)
 
-    def record(self, now: float, percent: float, rss: int) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "time": round(now, 3),
-            "started": round(self.started, 3),
-            "cpus": self.cpus,
-            "cpu_percent": round(percent, 1),
-            "cpu_seconds": round(self.cpu, 2),
-            "rss": rss,
-            "peak_rss": self.peak_rss,
-            "mem_request": self.mem_request,
-            "samples": self.samples,
-            "gpus": {i: dict(g) for i, g in sorted(self.gpus.items())},
-            "series": self.series,
-        }
+    def record(self, now: float, percent: float, rss: int) -> UsageRecord:
+        return UsageRecord(
+            node=self.node,
+            cpus=self.cpus,
+            cpu_percent=round(percent, 1),
+            cpu_seconds=round(self.cpu, 2),
+            rss=rss,
+            peak_rss=self.peak_rss,
+            mem_request=self.mem_request,
+            started=round(self.started, 3),
+            time=round(now, 3),
+            gpus={i: dict(g) for i, g in sorted(self.gpus.items())},
+            samples=self.samples,
+            series=self.series,
+        )
 
     def write(self, now: float, percent: float, rss: int) -> None:
-        from ti_slurm.core import lightjson
         from ti_slurm.core.files import write_atomic
 
         try:  # noqa: SIM105 (contextlib is not imported on the job path)
-            write_atomic(self.path, lightjson.dumps(self.record(now, percent, rss)) + "\n")
+            write_atomic(self.path, self.record(now, percent, rss).to_json() + "\n")
         except OSError:
             pass  # the record of use matters less than the command

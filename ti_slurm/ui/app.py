@@ -51,15 +51,31 @@ class Console:
         self.job(job_id)  # an id that is no id, or no job of this user's: the error page, nothing else
         return self.page("job.html.j2", job_id=job_id)
 
+    def sweep_page(self, request: Request) -> Response:
+        sweep_id = request.path_params["sweep_id"]
+        self.sweep(sweep_id)
+        return self.page("sweep.html.j2", sweep_id=sweep_id)
+
+    def sweep(self, sweep_id: str) -> Any:
+        from ti_slurm.core.errors import UnknownJobError
+        from ti_slurm.sweeps import get_sweep
+
+        found = get_sweep(sweep_id, host=self.host, **self.ssh)
+        if found is None:
+            raise UnknownJobError(f"sweep {sweep_id}: no such sweep was submitted from this account")
+        return found
+
     # -- their data --------------------------------------------------------------------------------------
+    def sweep_json(self, request: Request) -> Response:
+        return JSONResponse(pages.sweep_rows(self.sweep(request.path_params["sweep_id"]).status()))
+
     def jobs_json(self, request: Request) -> Response:
         from ti_slurm.client import jobs
-        from ti_slurm.registry import recall_all
 
-        submitted = {info.job_id: info.submitted for info in recall_all()}
-        statuses = jobs(host=self.host, **self.ssh)
         q = request.query_params
-        return JSONResponse(pages.job_rows(statuses, submitted, q.get("state", ""), q.get("name", "")))
+        newest = None if q.get("state") or q.get("name") else pages.LIST_LIMIT  # a filter looks at every job
+        statuses = jobs(host=self.host, newest=newest, **self.ssh)
+        return JSONResponse(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
 
     def job_json(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
@@ -114,6 +130,8 @@ def make_app(guard: Guard, host: str | None = None, ssh: dict[str, Any] | None =
         Route("/", console.list_page),
         Route("/job/{job_id}", console.job_page),
         Route("/job/{job_id}/log/{node}", console.log_download),
+        Route("/sweep/{sweep_id}", console.sweep_page),
+        Route("/api/sweep/{sweep_id}", console.sweep_json),
         Route("/api/jobs", console.jobs_json),
         Route("/api/job/{job_id}", console.job_json),
         Route("/api/job/{job_id}/log", console.log_json),

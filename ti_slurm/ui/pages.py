@@ -25,7 +25,7 @@ def plain(data: bytes) -> str:
     return _CONTROL.sub("", data.decode(errors="replace").replace("\r\n", "\n"))
 
 
-def job_rows(statuses: list[Any], submitted: dict[str, float], state: str = "", name: str = "") -> list[dict[str, Any]]:
+def job_rows(statuses: list[Any], state: str = "", name: str = "") -> list[dict[str, Any]]:
     """The job list: newest first, a sweep as one row with its points, filtered by state and name."""
     groups: dict[str, list[Any]] = {}
     for st in statuses:
@@ -41,20 +41,27 @@ def job_rows(statuses: list[Any], submitted: dict[str, float], state: str = "", 
             for p in group:
                 counts[str(p.state)] = counts.get(str(p.state), 0) + 1
             summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-            points = [row(p, submitted) for p in group]
+            points = [row(p) for p in group]
             rows.append({"id": key, "name": group[0].name, "state": "SWEEP", "reason": summary, "points": points})
         else:
-            rows.append(row(group[0], submitted))
+            rows.append(row(group[0]))
         if len(rows) == LIST_LIMIT:
             break
     return rows
 
 
-def row(st: Any, submitted: dict[str, float]) -> dict[str, Any]:
+def sweep_rows(status: Any) -> dict[str, Any]:
+    """A sweep's page: one row per point (its parameters, state, reason), the failed points first."""
+    points = [{"index": p.index, "params": p.params, **row(p.status)} for p in status.points]
+    failed = [p for p in points if p["state"] not in ("COMPLETED", "RUNNING", "PENDING")]
+    return {"id": status.sweep_id, "name": status.name, "points": failed + [p for p in points if p not in failed]}
+
+
+def row(st: Any) -> dict[str, Any]:
     first = st.attempts[0].started if st.attempts else None
     last = st.attempts[-1] if st.attempts else None
     ended = last.ended if last and st.state.is_terminal else None
-    sent = submitted.get(st.job_id, 0.0)
+    sent = st.submitted
     return {
         "id": st.job_id,
         "name": st.name,

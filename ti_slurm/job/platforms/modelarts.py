@@ -43,7 +43,6 @@ class ModelArts(Platform):
 
     def node_env(self, ctx: NodeContext, contract: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
         from ti_slurm.core.paths import JobPaths
-        from ti_slurm.job.contract import workdir
 
         plan, layout = ctx.plan, ctx.layout
         tasks = task_names(ctx)
@@ -54,7 +53,7 @@ class ModelArts(Platform):
             "MA_NUM_HOSTS": str(plan.total_nodes),
             "MA_TASK_NAME": tasks[ctx.component],
             "MA_VJ_NAME": f"{plan.name}-{layout.job_id}",
-            "MA_JOB_DIR": os.path.dirname(plan.code_dir or workdir(plan)),
+            "MA_JOB_DIR": os.path.dirname(plan.code_dir or plan.run_dir()),
             "MA_MOUNT_PATH": ctx.job_dir,
             "MA_LOG_DIR": JobPaths(ctx.job_dir).logs_dir,
             "MA_HOME": env.get("HOME") or os.path.expanduser("~"),

@@ -34,7 +34,7 @@ async function getJSON(url) {
 function jobRow(job, point) {
   const tr = el("tr", null, point ? "point" : "");
   const link = el("a", job.id);
-  link.href = job.state === "SWEEP" ? "#" : `/job/${encodeURIComponent(job.id)}`;
+  link.href = job.state === "SWEEP" ? `/sweep/${encodeURIComponent(job.id)}` : `/job/${encodeURIComponent(job.id)}`;
   const first = el("td");
   first.append(link);
   tr.append(first, el("td", job.name), el("td", job.state, `state ${job.state}`), el("td", job.mode || ""),
@@ -59,7 +59,11 @@ async function refreshList() {
       if (job.points) {
         tr.classList.add("sweep");
         if (open.has(job.id)) tr.classList.add("open");
-        tr.querySelector("a").addEventListener("click", (e) => { e.preventDefault(); tr.classList.toggle("open"); refreshList(); });
+        const toggle = el("button", open.has(job.id) ? "−" : "+", "toggle");
+        toggle.type = "button";
+        toggle.title = "its points";
+        toggle.addEventListener("click", () => { tr.classList.toggle("open"); refreshList(); });
+        tr.firstChild.prepend(toggle);
         if (open.has(job.id)) for (const p of job.points) body.append(jobRow(p, true));
       }
     }
@@ -143,7 +147,7 @@ function showJob(data) {
     const failed = data.nodes.find((n) => n.failed);
     job.logNode = failed ? failed.label : select.options[0].value;
     select.value = job.logNode;
-    document.getElementById("download").href = `/job/${encodeURIComponent(job.id)}/log/${encodeURIComponent(job.logNode)}`;
+    showLogLinks();
   }
   const series = Object.entries(data.series).map(([label, s]) => ({ label, node: s.node, points: s.points }));
   drawChart(document.getElementById("chart-cpu"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[1]]) })), 100);
@@ -153,6 +157,11 @@ function showJob(data) {
   legend.replaceChildren(...series.map((s, i) => { const sp = el("span", `${s.label} (${s.node})`, "key"); sp.style.setProperty("--c", COLORS[i % COLORS.length]); return sp; }));
   showEvents(data.events);
   job.terminal = data.terminal;
+}
+
+function showLogLinks() {
+  document.getElementById("download").href = `/job/${encodeURIComponent(job.id)}/log/${encodeURIComponent(job.logNode)}`;
+  document.getElementById("log-cli").textContent = `ti-slurm logs ${job.id} --node ${job.logNode} -f`;
 }
 
 function showEvents(events) {
@@ -206,7 +215,7 @@ async function refreshJob() {
 function startJobPage() {
   document.getElementById("log-node").addEventListener("change", (e) => {
     job.logNode = e.target.value; job.logOffset = -1;
-    document.getElementById("download").href = `/job/${encodeURIComponent(job.id)}/log/${encodeURIComponent(job.logNode)}`;
+    showLogLinks();
     followLog();
   });
   document.getElementById("log-search").addEventListener("input", () => {
@@ -229,6 +238,38 @@ function startJobPage() {
   setInterval(() => { if (!document.getElementById("log-search").value) followLog(); }, POLL_MS);
 }
 
+// -- a sweep's page -------------------------------------------------------------------------------------
+const sweep = { id: document.body.dataset.sweep, sortBy: null, descending: false };
+
+async function refreshSweep() {
+  const data = await getJSON(`/api/sweep/${encodeURIComponent(sweep.id)}`);
+  document.getElementById("name").textContent = data.name;
+  const names = [...new Set(data.points.flatMap((p) => Object.keys(p.params)))];
+  const columns = [["point", (p) => p.index], ...names.map((n) => [n, (p) => p.params[n]]),
+    ["state", (p) => p.state], ["run time", (p) => p.run], ["reason", (p) => p.reason]];
+  const head = document.querySelector("#points thead tr");
+  head.replaceChildren(...columns.map(([label], i) => {
+    const th = el("th", label);
+    th.addEventListener("click", () => { sweep.descending = sweep.sortBy === i ? !sweep.descending : false; sweep.sortBy = i; refreshSweep(); });
+    return th;
+  }));
+  let points = data.points;
+  if (sweep.sortBy !== null) {
+    const key = columns[sweep.sortBy][1];
+    points = [...points].sort((a, b) => { const x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (sweep.descending ? -1 : 1); });
+  }
+  const body = document.querySelector("#points tbody");
+  body.replaceChildren(...points.map((p) => {
+    const tr = el("tr", null, ["COMPLETED", "RUNNING", "PENDING"].includes(p.state) ? "" : "failed");
+    const link = el("a", p.index);
+    link.href = `/job/${encodeURIComponent(p.id)}`;
+    const first = el("td");
+    first.append(link);
+    tr.append(first, ...names.map((n) => el("td", p.params[n])), el("td", p.state, `state ${p.state}`), el("td", seconds(p.run)), el("td", p.reason));
+    return tr;
+  }));
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   if (document.body.dataset.page === "list") {
     document.getElementById("filters").addEventListener("input", refreshList);
@@ -237,5 +278,8 @@ document.addEventListener("DOMContentLoaded", () => {
     setInterval(refreshList, POLL_MS);
   } else if (document.body.dataset.page === "job") {
     startJobPage();
+  } else if (document.body.dataset.page === "sweep") {
+    refreshSweep();
+    setInterval(refreshSweep, 2 * POLL_MS);
   }
 });

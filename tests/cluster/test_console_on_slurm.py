@@ -1,0 +1,122 @@
+"""The console (`ti-slurm ui`) on the real test cluster, in Debian's chromium: a 2-node DDP job submitted with
+the CLI appears in the list, its page shows both Slurm nodes and rank 1's lines as they come, the CPU chart
+has both nodes, and cancel from the page ends the job in Slurm; the same through `--host` over a real sshd."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.browser import browser_page, console_process, need_browser, shot
+from tests.conftest import run_cli
+
+need_browser()
+pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
+from playwright.sync_api import Page, expect  # noqa: E402
+
+from tests.sshd import LOGIN_PATH, Sshd, start_sshd  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("cluster")
+
+SPEC = """name: console-on-slurm
+mode: ddp
+nodes: 2
+output_dir: {out}
+command: |
+  python3 -c '
+  import os, time
+  for step in range(200):
+      print("rank", os.environ["RANK"], "on", os.environ["SLURMD_NODENAME"], "step", step, flush=True)
+      end = time.time() + 0.5
+      while time.time() < end:
+          pass
+  '
+"""
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    with browser_page() as tab:
+        yield tab
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"), LOGIN_PATH)
+    yield server
+    server.stop()
+
+
+def slurm_state(job: str) -> str:
+    shown = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True).stdout
+    return next((w.split("=", 1)[1] for w in shown.split() if w.startswith("JobState=")), "")
+
+
+def follow_in_the_console(page: Page, url: str, job: str, folder: Path) -> None:
+    page.goto(url)
+    row = page.locator(f'#jobs tr[data-job="{job}"]')
+    expect(row).to_be_visible(timeout=3000)
+    row.locator("a").click()
+    expect(page.locator("#nodes tbody tr")).to_have_count(2, timeout=30000)  # once its record names the nodes
+    page.select_option("#log-node", "ddp-1")
+    expect(page.locator("#log")).to_contain_text("rank 1 on node", timeout=30000)
+    seen = page.locator("#log").text_content() or ""
+    expect(page.locator("#log")).not_to_have_text(seen, timeout=3000)  # new lines, no reload
+    expect(page.locator("#chart-cpu polyline")).to_have_count(2, timeout=20000)
+    shot(page, f"slurm-{folder.name}", folder)
+    page.click("#cancel")
+    expect(page.locator("#state")).to_have_text("CANCELLED", timeout=30000)
+
+
+def test_a_slurm_job_in_the_console(tmp_path: Path, page: Page) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "job.yaml").write_text(SPEC.format(out=tmp_path / "out"))
+    with console_process(tmp_path, env) as url:
+        res = run_cli("submit", "job.yaml", cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr
+        job = res.stdout.strip()
+        follow_in_the_console(page, url, job, tmp_path)
+    assert slurm_state(job) == "CANCELLED"
+
+
+def test_the_console_through_ssh(tmp_path: Path, page: Page, sshd: Sshd) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts_line())
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host login\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.user_key}\n"
+        f"  UserKnownHostsFile {known}\n"
+    )
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": ""}
+    (tmp_path / "job.yaml").write_text(SPEC.format(out=tmp_path / "out"))
+    res = run_cli("submit", "job.yaml", "--host", "login", "--ssh-config", str(config), cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    with console_process(tmp_path, env, "--host", "login", "--ssh-config", str(config)) as url:
+        follow_in_the_console(page, url, job, tmp_path)
+    assert slurm_state(job) == "CANCELLED"
+
+
+def test_a_restart_in_place_and_a_requeue_on_the_timeline(tmp_path: Path, page: Page) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "job.yaml").write_text(
+        f"name: console-restarts\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\n"
+        "restart: {max: 1, on: [failure], in_place: 1}\n"
+        "command: 'echo attempt $TI_SLURM_RESTART_COUNT; test $TI_SLURM_RESTART_COUNT -ge 2'\n"
+    )
+    res = run_cli("submit", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    with console_process(tmp_path, env) as url:
+        page.goto(url)
+        page.goto(url.split("?")[0] + f"job/{job}")
+        expect(page.locator("#state")).to_have_text("COMPLETED", timeout=120000)
+        attempts = page.locator("#attempts li")
+        expect(attempts).to_have_count(3)
+        expect(attempts.nth(0)).to_contain_text("FAILED -> restarted in place")
+        expect(attempts.nth(1)).to_contain_text("-> requeued")
+        expect(attempts.nth(2)).to_contain_text("COMPLETED")
+        shot(page, "restarts", tmp_path)
