@@ -100,3 +100,29 @@ Subsystem sftp internal-sftp
 _SLURM_BIN = Path(shutil.which("sbatch") or "/usr/bin/sbatch").parent
 _SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
 LOGIN_PATH = ":".join(dict.fromkeys([str(Path(sys.executable).parent), str(_SLURM_BIN), *_SYSTEM_PATH]))
+
+
+def ssh_config(tmp: Path, server: Sshd, known_hosts: str | None = None, extra: str = "") -> Path:
+    """An ssh_config in ``tmp`` naming ``server`` as ``login`` (and as ``viajump``, through ``login``), its
+    host key known (or ``known_hosts`` as given), and ``extra`` lines after."""
+    known = tmp / "known_hosts"
+    known.write_text(server.known_hosts_line() if known_hosts is None else known_hosts)
+    config = tmp / "ssh_config"
+    config.write_text(
+        f"""Host login
+  HostName 127.0.0.1
+  Port {server.port}
+  User root
+  IdentityFile {server.user_key}
+  UserKnownHostsFile {known}
+
+Host viajump
+  HostName 127.0.0.1
+  Port {server.port}
+  User root
+  IdentityFile {server.user_key}
+  UserKnownHostsFile {known}
+  ProxyJump login
+{extra}"""
+    )
+    return config

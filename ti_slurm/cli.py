@@ -399,21 +399,20 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.client import jobs
+    from ti_slurm.core.states import tally_line
+    from ti_slurm.status import in_state, job_groups
 
     statuses = jobs(host=args.host, **ssh_options(args))
     rows: list[list[str]] = []  # newest first; a sweep is one row, its points under it with --points
     groups = [
         group
-        for group in reversed(_list_groups(statuses))
-        if (not args.name or args.name in group[0].name)
-        and (not args.state or any(str(p.state) == args.state.upper() for p in group))
+        for group in job_groups(statuses)
+        if (not args.name or args.name in group[0].name) and (not args.state or in_state(group, args.state))
     ]
     for group in groups[: args.limit or None]:
         head = group[0]
         if head.sweep:
-            counts = {state: sum(p.state == state for p in group) for state in dict.fromkeys(p.state for p in group)}
-            summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-            rows.append([head.sweep, head.name, "SWEEP", f"{len(group)} points: {summary}"])
+            rows.append([head.sweep, head.name, "SWEEP", f"{len(group)} points: {tally_line(p.state for p in group)}"])
             rows += [[f"  {p.job_id}", p.name, str(p.state), p.reason] for p in group if args.points]
         else:
             rows.append([head.job_id, head.name, str(head.state), head.reason])
@@ -421,14 +420,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.limit and len(groups) > args.limit:
         print(f"({len(groups) - args.limit} older not shown: --limit 0 shows all)")
     return 0
-
-
-def _list_groups(statuses: list[JobStatus]) -> list[list[JobStatus]]:
-    """Each job alone, each sweep's points together (at its first point's place), oldest first."""
-    groups: dict[str, list[JobStatus]] = {}
-    for st in statuses:
-        groups.setdefault(st.sweep or st.job_id, []).append(st)
-    return list(groups.values())
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:

@@ -118,11 +118,11 @@ def submit(
     check_host(host)
     job_spec = load(spec)
     chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
-    if (after or job_spec.after) and not chosen.queues_jobs:  # before the ids: a local job's is no Slurm id
+    waits = [getattr(a, "id", a) for a in after] or (job_spec.after.jobs if job_spec.after else [])
+    if waits and not chosen.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
         from ti_slurm.backends.local import NO_PIPELINES
 
-        value = [getattr(a, "id", a) for a in after] if after else job_spec.after.jobs  # type: ignore[union-attr]
-        raise ConfigError("--after" if after else "after", value, NO_PIPELINES)
+        raise ConfigError("--after" if after else "after", waits, NO_PIPELINES)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
     submission = uuid.uuid4().hex[:16]
@@ -494,14 +494,15 @@ class Job:
         """
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
         follower = _Follower(self)
-        if follower.status().state is JobState.UNKNOWN and self.directory_gone():  # a job not started has none yet
+        status = follower.status()
+        if status.state is JobState.UNKNOWN and self.directory_gone():  # a job not started has none yet
             raise BackendError(f"job {self.id}: no logs to show: its job directory {self.job_dir} is gone")
         shown_attempt: int | None = None
         while True:
-            status = follower.status()
             last_round = not follow or status.settled
             if not status.components and not last_round:  # not started yet: no node to name
                 time.sleep(1.0)
+                status = follower.status()
                 continue
             latest = status.attempts[-1].attempt if status.attempts else 0
             if attempt is None and latest != shown_attempt:
@@ -518,6 +519,7 @@ class Job:
             if last_round:
                 return
             time.sleep(1.0)
+            status = follower.status()
 
     def _new_lines(self, path: str, offsets: dict[str, int], to_the_end: bool) -> Iterator[list[str]]:
         """What a log gained since ``offsets[path]``, a chunk at a time (a log may be gigabytes), in whole lines;

@@ -34,10 +34,11 @@ def spec_page() -> str:
         "| field | type | default | what it does | example | more |",
         "|---|---|---|---|---|---|",
     ]
+    properties = JobSpec.model_json_schema()["properties"]
     for name, info in JobSpec.model_fields.items():
         page, text, example = FIELD_DOCS[name]
         default = "required" if info.is_required() else _default(info)
-        kind = _type_name(JobSpec.model_json_schema()["properties"][name])
+        kind = _type_name(properties[name])
         lines.append(
             f"| `{name}` | {kind} | {default} | {text.replace('|', '&#124;')} | "
             f"`{name}: {flow_yaml(example)}` | [{page}](../{page}.md) |"

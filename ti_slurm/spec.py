@@ -64,11 +64,19 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MOUNT_UNSAFE = re.compile(r"[\s:\x00-\x1f\x7f]")  # enroot's --mount splits on ':' and then on spaces
 
 
+REFERENCE = "docs/reference/spec.md"  # every field, generated from FIELD_DOCS and the models
+
+
+def page_of(field: str) -> str:
+    """The page of docs/ that explains a top-level field; the reference for a field there is none of."""
+    return f"docs/{FIELD_DOCS[field][0]}.md" if field in FIELD_DOCS else REFERENCE
+
+
 def doc(field: str) -> Any:
     """A top-level spec field's documentation (``FIELD_DOCS``), for its ``Annotated``: the reference,
     ``ti-slurm schema`` and the field's errors read it from there."""
-    page, text, example = FIELD_DOCS[field]
-    return Field(description=text, examples=[example], json_schema_extra={"page": f"docs/{page}.md"})
+    _, text, example = FIELD_DOCS[field]
+    return Field(description=text, examples=[example], json_schema_extra={"page": page_of(field)})
 
 
 def _matching(pattern: re.Pattern[str], value: str | None, why: str) -> str | None:
@@ -778,7 +786,6 @@ def with_after(spec: JobSpec, jobs: list[str], when: str) -> JobSpec:
 
 
 _FORMS = ("number", "range")
-REFERENCE = "docs/reference/spec.md"  # every field, generated from FIELD_DOCS and the models
 
 
 def _one_line(exc: ValidationError, within: tuple[str, ...] = ()) -> SpecError:
@@ -789,7 +796,7 @@ def _one_line(exc: ValidationError, within: tuple[str, ...] = ()) -> SpecError:
     loc = err["loc"]  # without the tag of the form a `nodes` field took (a number or a range)
     parts = [*within, *(p for i, p in enumerate(loc) if not (i and loc[i - 1] == "nodes" and p in _FORMS))]
     where = ".".join(str(p) for p in parts) or "spec"
-    page = field_page(parts)
+    page = page_of(str(parts[0]) if parts else "")
     if err["type"] == "extra_forbidden":
         return SpecError(where, err.get("input"), f"{_unknown_field(parts)} (see {page})")
     if err["type"] == "missing":
@@ -814,12 +821,6 @@ _SHAPES = {  # pydantic's error types for a value of the wrong kind, in a spec a
     "bool_type": "expected true or false",
     "bool_parsing": "expected true or false",
 }
-
-
-def field_page(parts: Sequence[object]) -> str:
-    """The page of docs/ that explains the (top-level) field at ``parts``; the reference for unknown ones."""
-    top = str(parts[0]) if parts else ""
-    return f"docs/{FIELD_DOCS[top][0]}.md" if top in FIELD_DOCS else REFERENCE
 
 
 def _unknown_field(parts: Sequence[object]) -> str:

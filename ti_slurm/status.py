@@ -92,6 +92,20 @@ class JobStatus:
         return json.dumps(self.as_dict(), indent=2)
 
 
+def job_groups(statuses: list[JobStatus]) -> list[list[JobStatus]]:
+    """Each job alone and each sweep's points together (at its first point's place), newest first: the rows of
+    ``ti-slurm list`` and of the console's job list."""
+    groups: dict[str, list[JobStatus]] = {}
+    for st in statuses:
+        groups.setdefault(st.sweep or st.job_id, []).append(st)
+    return list(groups.values())[::-1]
+
+
+def in_state(group: list[JobStatus], state: str) -> bool:
+    """Whether a job (or a sweep: one of its points) is in ``state`` (any case: ``failed``)."""
+    return any(str(st.state) == state.upper() for st in group)
+
+
 def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | None) -> JobStatus:
     """Combine the job's events and its queue entry (``None`` when no longer queued).
 

@@ -37,7 +37,7 @@ from ti_slurm.backends import Backend, JobInfo
 from ti_slurm.core.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
-from ti_slurm.core.states import JobState
+from ti_slurm.core.states import JobState, tally, tally_line
 from ti_slurm.status import JobStatus
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
@@ -153,8 +153,7 @@ class SweepStatus:
     @property
     def counts(self) -> dict[str, int]:
         """How many points are in each state, in the order of the states."""
-        found = [p.status.state for p in self.points]
-        return {state.value: found.count(state) for state in JobState if state in found}
+        return tally(p.status.state for p in self.points)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,8 +166,7 @@ class SweepStatus:
 
 def summary_line(status: SweepStatus) -> str:
     """``6 points: 2 COMPLETED, 1 FAILED, 3 RUNNING``."""
-    counts = ", ".join(f"{n} {state}" for state, n in status.counts.items())
-    return f"{len(status.points)} points: {counts}"
+    return f"{len(status.points)} points: {tally_line(p.status.state for p in status.points)}"
 
 
 def format_sweep(status: SweepStatus) -> str:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.sshd import LOGIN_PATH, Sshd, start_sshd
+
 
 def lock_file(name: str) -> str:
     """A lock of the test cluster this process talks to: two may be up at once, each with tests of its own
@@ -104,3 +106,11 @@ def island() -> Iterator[Island]:
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A real sshd on loopback in front of the test cluster, for a module's tests (a login node)."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"), LOGIN_PATH)
+    yield server
+    server.stop()

@@ -17,7 +17,7 @@ need_browser()
 pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
 from playwright.sync_api import Page, expect  # noqa: E402
 
-from tests.sshd import LOGIN_PATH, Sshd, start_sshd  # noqa: E402
+from tests.sshd import Sshd, ssh_config  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
@@ -41,13 +41,6 @@ command: |
 def page() -> Iterator[Page]:
     with browser_page() as tab:
         yield tab
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"), LOGIN_PATH)
-    yield server
-    server.stop()
 
 
 def slurm_state(job: str) -> str:
@@ -83,13 +76,7 @@ def test_a_slurm_job_in_the_console(tmp_path: Path, page: Page) -> None:
 
 
 def test_the_console_through_ssh(tmp_path: Path, page: Page, sshd: Sshd) -> None:
-    known = tmp_path / "known_hosts"
-    known.write_text(sshd.known_hosts_line())
-    config = tmp_path / "ssh_config"
-    config.write_text(
-        f"Host login\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.user_key}\n"
-        f"  UserKnownHostsFile {known}\n"
-    )
+    config = ssh_config(tmp_path, sshd)
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "SSH_AUTH_SOCK": ""}
     (tmp_path / "job.yaml").write_text(SPEC.format(out=tmp_path / "out"))
     res = run_cli("submit", "job.yaml", "--host", "login", "--ssh-config", str(config), cwd=tmp_path, env=env)

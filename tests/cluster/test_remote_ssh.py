@@ -22,41 +22,10 @@ import pytest
 pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip install 'ti-slurm[ssh]')")
 
 from tests.conftest import ROOT, SmallDisk, processes_matching, run_cli, slurm_partitions
-from tests.sshd import LOGIN_PATH, Sshd, keygen, start_sshd
+from tests.sshd import LOGIN_PATH, Sshd, keygen, ssh_config, start_sshd
 from ti_slurm.client import LOG_CHUNK
 
 pytestmark = pytest.mark.usefixtures("cluster")
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory):
-    server = start_sshd(tmp_path_factory.mktemp("sshd"), LOGIN_PATH)
-    yield server
-    server.stop()
-
-
-def ssh_config(tmp: Path, server: Sshd, known_hosts: str | None = None, extra: str = "") -> Path:
-    known = tmp / "known_hosts"
-    known.write_text(server.known_hosts_line() if known_hosts is None else known_hosts)
-    config = tmp / "ssh_config"
-    config.write_text(
-        f"""Host login
-  HostName 127.0.0.1
-  Port {server.port}
-  User root
-  IdentityFile {server.user_key}
-  UserKnownHostsFile {known}
-
-Host viajump
-  HostName 127.0.0.1
-  Port {server.port}
-  User root
-  IdentityFile {server.user_key}
-  UserKnownHostsFile {known}
-  ProxyJump login
-{extra}"""
-    )
-    return config
 
 
 def cli_env(tmp: Path) -> dict[str, str]:

@@ -230,3 +230,16 @@ def test_the_issues_documents_render_through_the_cli(write_spec) -> None:
     assert '"rdma":"off"' in res.stdout and '"OMP_NUM_THREADS":"4"' in res.stdout
     assert '"restart_on":["preempt","timeout","node_fail"]' in res.stdout
     assert '#SBATCH --time="60"' in res.stdout
+
+
+def test_every_spec_field_has_its_type_resolved() -> None:
+    """A field whose annotation pydantic could not evaluate (say, its doc() failing as the class is made) is left
+    a forward reference, and the reader would no longer know it holds text: `time: 60` would be refused."""
+    from typing import ForwardRef
+
+    from ti_slurm.reference import _sub_models
+    from ti_slurm.spec import JobSpec
+
+    for model in (JobSpec, *_sub_models()):
+        unresolved = [name for name, f in model.model_fields.items() if isinstance(f.annotation, ForwardRef | str)]
+        assert not unresolved, f"{model.__name__}: {unresolved}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -43,6 +44,19 @@ _TERMINAL = frozenset(
         JobState.PREEMPTED,
     )
 )
+
+
+def tally(states: Iterable[JobState]) -> dict[str, int]:
+    """How many of ``states`` are in each state, in the states' order: ``{"COMPLETED": 2, "FAILED": 1}``."""
+    found = list(states)
+    return {state.value: found.count(state) for state in JobState if state in found}
+
+
+def tally_line(states: Iterable[JobState]) -> str:
+    """``2 COMPLETED, 1 FAILED``: a sweep's points, or any group of jobs, by state."""
+    return ", ".join(f"{n} {state}" for state, n in tally(states).items())
+
+
 # Slurm's other queue states, by what they mean to someone following the job.
 _SLURM_ALIASES = {
     "CONFIGURING": JobState.RUNNING,  # nodes booting: the job has them

@@ -57,7 +57,6 @@ class Console:
         return self.page("sweep.html.j2", sweep_id=sweep_id)
 
     def sweep(self, sweep_id: str) -> Any:
-        from ti_slurm.core.errors import UnknownJobError
         from ti_slurm.sweeps import get_sweep
 
         found = get_sweep(sweep_id, host=self.host, **self.ssh)
@@ -94,7 +93,7 @@ class Console:
     def log_download(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
         label = request.path_params["node"]
-        path = pages.log_path(job, label)
+        path = pages.node_log(job, label)
 
         def chunks() -> Any:
             offset = 0

@@ -10,7 +10,8 @@ import re
 import time
 from typing import Any
 
-from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.states import tally_line
+from ti_slurm.status import in_state, job_groups
 
 LOG_START = 64 * 1024  # a log view starts with at most this much of its end
 LOG_STEP = 256 * 1024  # and follows at most this much per request
@@ -27,22 +28,15 @@ def plain(data: bytes) -> str:
 
 def job_rows(statuses: list[Any], state: str = "", name: str = "") -> list[dict[str, Any]]:
     """The job list: newest first, a sweep as one row with its points, filtered by state and name."""
-    groups: dict[str, list[Any]] = {}
-    for st in statuses:
-        groups.setdefault(st.sweep or st.job_id, []).append(st)
     rows = []
-    for key, group in reversed(list(groups.items())):
+    for group in job_groups(statuses):
         if name and name.lower() not in group[0].name.lower():
             continue
-        if state and not any(str(p.state) == state.upper() for p in group):
+        if state and not in_state(group, state):
             continue
         if group[0].sweep:
-            counts: dict[str, int] = {}
-            for p in group:
-                counts[str(p.state)] = counts.get(str(p.state), 0) + 1
-            summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-            points = [row(p) for p in group]
-            rows.append({"id": key, "name": group[0].name, "state": "SWEEP", "reason": summary, "points": points})
+            head: dict[str, Any] = {"id": group[0].sweep, "name": group[0].name, "state": "SWEEP"}
+            rows.append(head | {"reason": tally_line(p.state for p in group), "points": [row(p) for p in group]})
         else:
             rows.append(row(group[0]))
         if len(rows) == LIST_LIMIT:
@@ -142,9 +136,7 @@ def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
 
 def log_chunk(job: Any, label: str, offset: int, attempt: int | None = None) -> dict[str, Any]:
     """A node's log from ``offset`` (``-1``: its last ``LOG_START`` bytes), and where the next read starts."""
-    status = job.status()
-    files = dict(job.log_files(label, status, attempt))
-    path = files.get(label) or next(iter(files.values()), "")
+    path = node_log(job, label, attempt)
     if not path:
         return {"text": "", "offset": max(offset, 0), "cut": False}
     if offset < 0:
@@ -157,8 +149,6 @@ def log_chunk(job: Any, label: str, offset: int, attempt: int | None = None) -> 
     return {"text": plain(data), "offset": offset + len(data), "cut": False}
 
 
-def log_path(job: Any, label: str) -> str:
-    """The whole log file of a node (for a download)."""
-    status = job.status()
-    comp, _, index = label.rpartition("-")
-    return JobPaths(status.job_dir).node_log(comp, int(index)) if index.isdigit() else ""
+def node_log(job: Any, label: str, attempt: int | None = None) -> str:
+    """The log file of the node ``label`` names (its label, name or index, as ``ti-slurm logs --node``)."""
+    return next((path for _, path in job.log_files(label, None, attempt)), "")
