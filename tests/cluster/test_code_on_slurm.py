@@ -29,7 +29,7 @@ def test_a_held_job_runs_the_code_as_submitted_on_every_node_and_attempt(tmp_pat
     deadline = time.monotonic() + 240
     while (status := job.status())["state"] not in ("COMPLETED", "FAILED") and time.monotonic() < deadline:
         time.sleep(1)
-    assert status["state"] == "COMPLETED", status
+    assert status["state"] == "COMPLETED", job.explain()
     assert [a["attempt"] for a in status["attempts"]] == [0, 1]  # the first failed and was requeued
     logs = [
         *sorted((job.job_dir / "attempts" / "0" / "logs").glob("*.log")),

@@ -5,6 +5,7 @@ has both nodes, and cancel from the page ends the job in Slurm; the same through
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,8 +45,14 @@ def page() -> Iterator[Page]:
 
 
 def slurm_state(job: str) -> str:
-    shown = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True).stdout
-    return next((w.split("=", 1)[1] for w in shown.split() if w.startswith("JobState=")), "")
+    """The job's state in Slurm once it has finished ending (a cancelled job is COMPLETING while its steps end)."""
+    deadline = time.monotonic() + 60
+    while True:
+        shown = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True).stdout
+        state = next((w.split("=", 1)[1] for w in shown.split() if w.startswith("JobState=")), "")
+        if state != "COMPLETING" or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
 
 
 def follow_in_the_console(page: Page, url: str, job: str, folder: Path) -> None:

@@ -52,6 +52,12 @@ class Job:
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)
 
+    def explain(self) -> str:
+        """What a failed assertion should show: the status as printed, the batch output's end, the nodes' logs."""
+        shown = run_cli("status", self.id, env=self.env)
+        tail = "\n".join(str(line) for line in self.status().get("batch_tail") or [])  # type: ignore[attr-defined]
+        return f"{shown.stdout}{shown.stderr}\n-- batch output --\n{tail}\n-- logs --\n{self.logs()}"
+
 
 @pytest.fixture
 def ddp_dir(tmp_path: Path) -> Path:

@@ -227,12 +227,13 @@ def checked_run(run: NodeRun) -> int:
             return refuse(run, problem)
     if not plan.staged:
         return get_mode(plan.mode).run_node(run)
-    from ti_slurm.job.staging import stage, unstage
+    from ti_slurm.job.staging import stage, stops_unwind, unstage
 
-    try:
-        label = node_label(plan.components[component].name, contract.index)
-        progress = os.path.join(JobPaths(run.job_dir).staging, label)  # how far the copy is, for --wait
-        problem = stage(plan, contract.node, env, progress)  # before the mode starts: DDP's rendezvous timeout too
-        return refuse(run, problem) if problem else get_mode(plan.mode).run_node(run)
-    finally:
-        unstage(plan, env)
+    with stops_unwind():
+        try:
+            label = node_label(plan.components[component].name, contract.index)
+            progress = os.path.join(JobPaths(run.job_dir).staging, label)  # how far the copy is, for --wait
+            problem = stage(plan, contract.node, env, progress)  # before the mode starts: DDP's rendezvous timeout
+            return refuse(run, problem) if problem else get_mode(plan.mode).run_node(run)
+        finally:
+            unstage(plan, env)

@@ -8,13 +8,14 @@ only: this runs in job steps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from ti_slurm.core.plan import JobPlan
 
@@ -62,16 +63,10 @@ def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) 
     refused = private_dir(stage_root(plan.stage_dir))
     if refused:
         return f"staging on {node}: cannot stage the inputs: {refused}"
-    import signal
-
-    def stopped(signum: int, frame: object) -> None:  # a cancel while copying: the caller's unstage() cleans up
-        raise SystemExit(128 + signum)
-
     total = sum(size_of(plan.inputs[name]) for name in plan.staged)
     os.makedirs(os.path.dirname(progress_file), mode=0o700, exist_ok=True)
     progress = Progress(progress_file, total)
     progress.note()
-    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         for name in plan.staged:
             source, target = plan.inputs[name], env[f"TI_SLURM_INPUT_{name.upper()}"]
@@ -94,9 +89,26 @@ def stage(plan: JobPlan, node: str, env: Mapping[str, str], progress_file: str) 
                 return f"staging on {node}: cannot copy input {name} ({source}) to {where}: {_why(exc)}"
     finally:
         progress.close()
+    return None
+
+
+@contextlib.contextmanager
+def stops_unwind() -> Iterator[None]:
+    """Within: a stop signal (a cancel, a requeue) raises SystemExit instead of killing the step at once, so
+    the caller's ``finally`` removes the copies. It covers the whole staged run, not the copy alone: a cancel
+    seen just as the copy ends, before the command's own signal forwarding is in place, would otherwise kill
+    the step with its copies left on the node. The forwarding, once in place, stops the command instead."""
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield
+    finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return None
 
 
 def _why(exc: OSError) -> str:
