@@ -81,10 +81,16 @@ def open_backend(
 
 
 def default_backend() -> str:
-    """The backend used when none is named: the site config's ``backend`` (``slurm`` unless the admin chose)."""
+    """The backend used when none is named: the user config's ``backend``, else the site config's (``slurm``
+    unless the admin chose)."""
+    from ti_slurm.core.choices import NAMED_BACKENDS
     from ti_slurm.core.site import load_site_config
+    from ti_slurm.userconfig import user_backend, user_config_path
 
-    return load_site_config().backend
+    own = user_backend()
+    if own and own not in NAMED_BACKENDS:
+        raise ConfigError("user config", user_config_path(), f"backend = {own!r}: expected one of {NAMED_BACKENDS}")
+    return own or load_site_config().backend
 
 
 def submit(
@@ -126,9 +132,10 @@ def submit(
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
     submission = uuid.uuid4().hex[:16]
-    submit_time = time.time()
     info, synced = submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
-    info.submitted = submit_time
+    # stamped once the scheduler holds the job: a shared queue answer asked before then lacks it, and one whose
+    # time is older than this is asked again (queue.SharedQueue), never read as "the job is gone"
+    info.submitted = time.time()
     remember_job(info, chosen)
     submitted = Job(info, chosen)
     submitted.synced_files = synced

@@ -311,7 +311,6 @@ def sweep(
         "backend": chosen.name,
         "host": host,
         "max_parallel": max_parallel,
-        "submitted": time.time(),
         "params": sorted({n for p in grid for n in p}),
     }
     if not chosen.queues_jobs and 0 < max_parallel < len(grid):
@@ -323,6 +322,7 @@ def sweep(
     submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway)
     one_array = chosen.job_arrays and not _heterogeneous(job_spec)
     infos = submit.as_array(record) if one_array else submit.each(record)
+    record["submitted"] = time.time()  # once Slurm holds every point (see client.submit)
     _remember(record, infos, chosen)
     return Sweep(record, chosen)
 

@@ -1,7 +1,13 @@
 """The user's own defaults: ``$XDG_CONFIG_HOME/ti-slurm/config.toml`` (``~/.config/ti-slurm/config.toml``)::
 
+    backend = "rest"                        # where submit goes without --backend (slurm, pyslurm, rest, local)
+
     [remote]
     host = "login"                          # where submit goes without --host (see "Remote submission")
+
+    [rest]                                  # slurmrestd, when the site config does not name it (docs/rest.md)
+    url = "https://slurm.example.org:6820"
+    token = "file:~/.slurm-jwt"             # auto | env | file:PATH | command:ARGV
 
     [[notify]]                              # the jobs' notifications when the spec has no notify:
     url = "https://hooks.slack.com/services/..."
@@ -18,7 +24,7 @@ from typing import Any
 
 from ti_slurm.core.errors import ConfigError
 
-KEYS = {"remote": {"host"}, "notify": {"url", "on", "format"}}
+KEYS = {"backend": set(), "remote": {"host"}, "rest": {"url", "token"}, "notify": {"url", "on", "format"}}
 
 
 def user_config_path() -> str:
@@ -38,8 +44,16 @@ def read_user_config() -> dict[str, Any]:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError("user config", path, f"cannot read: {exc}") from None
-    expected = 'expected [remote] host = "login" and [[notify]] url = "https://...", on = [...], format = "json"'
+    expected = (
+        'expected backend = "rest", [remote] host = "login", [rest] url = "https://...", token = "env" and'
+        ' [[notify]] url = "https://...", on = [...], format = "json"'
+    )
     if set(data) - set(KEYS):
+        raise ConfigError("user config", path, expected)
+    backend, rest = data.get("backend", ""), data.get("rest", {})
+    if not isinstance(backend, str) or not isinstance(rest, dict) or set(rest) - KEYS["rest"]:
+        raise ConfigError("user config", path, expected)
+    if not all(isinstance(v, str) for v in rest.values()):
         raise ConfigError("user config", path, expected)
     remote, notify = data.get("remote", {}), data.get("notify", [])
     notify = [notify] if isinstance(notify, dict) else notify
@@ -47,12 +61,22 @@ def read_user_config() -> dict[str, Any]:
         raise ConfigError("user config", path, expected)
     if not isinstance(notify, list) or not all(isinstance(n, dict) and not set(n) - KEYS["notify"] for n in notify):
         raise ConfigError("user config", path, expected)
-    return {"remote": remote, "notify": notify}
+    return {"backend": backend, "remote": remote, "rest": rest, "notify": notify}
 
 
 def user_remote_host() -> str:
     """``host`` under ``[remote]`` ("" for none)."""
     return str(read_user_config().get("remote", {}).get("host", ""))
+
+
+def user_backend() -> str:
+    """The top-level ``backend`` ("" for none)."""
+    return str(read_user_config().get("backend", ""))
+
+
+def user_rest() -> dict[str, str]:
+    """The ``[rest]`` table: ``url`` and ``token`` (each missing when not given)."""
+    return dict(read_user_config().get("rest", {}))
 
 
 def user_notify() -> list[dict[str, Any]]:

@@ -141,3 +141,25 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
     status = follower.status()
     assert backend.calls == 2 and status.state is JobState.NODE_FAIL
     assert status.reason == "the job ended without a final record (Slurm: NODE_FAIL)"
+
+
+def test_a_job_is_pending_when_another_process_asked_the_queue_while_it_was_being_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on the test cluster: a queue answer asked while sbatch ran (without the new job) was taken for the
+    job's own, so ``cancel`` said it had already ended. The job counts as submitted once Slurm holds it."""
+    from ti_slurm import client
+
+    class SubmittedMeanwhile(CountingSlurm):
+        def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+            SharedQueue(self).states([JobInfo("1")], max_age=60)  # another process follows its job meanwhile
+            self.jobs["3"] = JobInfo("3", state=JobState.PENDING)  # ... and then Slurm takes this one
+            return JobInfo("3", plan.name, self.name, str(tmp_path / "out" / "3"), JobState.PENDING)
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    backend = SubmittedMeanwhile()
+    monkeypatch.setattr(client, "open_backend", lambda *args, **kwargs: backend)
+    job = client.submit({"mode": "ddp", "nodes": 1, "command": "true", "output_dir": str(tmp_path / "out")})
+    assert job.status().state is JobState.PENDING
+    assert backend.calls == 2  # the answer asked during the submit was asked again

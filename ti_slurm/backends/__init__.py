@@ -2,7 +2,7 @@
 
 Chosen by name with :func:`get_backend`: ``local`` (processes on this
 machine), ``slurm`` (the Slurm CLI), ``ssh`` (the Slurm CLI over one SSH
-connection), ``pyslurm`` (optional, docs/admin.md).
+connection), ``pyslurm`` (optional, docs/admin.md), ``rest`` (slurmrestd, docs/rest.md).
 """
 
 from __future__ import annotations
@@ -35,4 +35,8 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
         from ti_slurm.backends.pyslurm import PyslurmBackend
 
         return PyslurmBackend()
+    if name == "rest":
+        from ti_slurm.backends.rest import RestBackend
+
+        return RestBackend()
     raise ConfigError("backend", name, f"expected one of: {', '.join(BACKENDS)}")

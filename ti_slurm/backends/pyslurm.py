@@ -34,7 +34,7 @@ from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.slurm.request import MANAGED, Value, component_options
-from ti_slurm.slurm.text import array_task_ids, parse_version
+from ti_slurm.slurm.text import array_task_ids, parse_version, sinfo_text
 from ti_slurm.transports import run_local
 
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
@@ -221,25 +221,6 @@ def without_leaking_environment() -> Iterator[None]:
             yield
         finally:
             os.environ.update(kept)
-
-
-def sinfo_text(partitions: list[dict[str, Any]], node_gres: Mapping[str, str]) -> str:
-    """Partitions as ``sinfo -h -o '%P|%D|%G|%l'`` prints them (pure; see :func:`ti_slurm.slurm.text.parse_partitions`).
-
-    ``partitions``: ``name``, ``default``, ``nodes`` (names), ``max_time`` (minutes, or None);
-    ``node_gres``: each node's configured gres (``gpu:8``).
-    """
-    lines = []
-    for part in partitions:
-        limit = part["max_time"]
-        limit_text = "infinite" if limit is None else str(limit)
-        by_gres: dict[str, int] = {}
-        for node in part["nodes"]:
-            gres = node_gres.get(node) or "(null)"
-            by_gres[gres] = by_gres.get(gres, 0) + 1
-        for gres, count in sorted(by_gres.items()):
-            lines.append(f"{part['name']}{'*' if part['default'] else ''}|{count}|{gres}|{limit_text}")
-    return "\n".join(lines) + ("\n" if lines else "")
 
 
 class PyslurmBackend(SlurmBackend):

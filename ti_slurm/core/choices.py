@@ -8,8 +8,8 @@ CONTAINER_RUNTIMES = ("pyxis", "oci")  # how a node runs its command in a traini
 RESTART_CAUSES = ("preempt", "timeout", "node_fail", "failure", "hang")  # why an attempt ended (`restart.on`)
 DEFAULT_RESTART_ON = ("preempt", "timeout", "node_fail")
 IN_PLACE_CAUSES = ("failure", "hang")  # the causes a restart inside the allocation follows (`restart.in_place`)
-BACKENDS = ("slurm", "pyslurm", "local", "ssh")  # where jobs go (ssh: chosen by giving a host)
-NAMED_BACKENDS = ("slurm", "pyslurm", "local")  # those a user names (`--backend`, `backend=`)
-SITE_BACKENDS = ("slurm", "pyslurm")  # those a site config may make the default (the Slurm ones, from here)
+BACKENDS = ("slurm", "pyslurm", "rest", "local", "ssh")  # where jobs go (ssh: chosen by giving a host)
+NAMED_BACKENDS = ("slurm", "pyslurm", "rest", "local")  # those a user names (`--backend`, `backend=`)
+SITE_BACKENDS = ("slurm", "pyslurm", "rest")  # those a site config may make the default (the Slurm ones, from here)
 NOTIFY_EVENTS = ("running", "completed", "failed", "cancelled", "requeued", "hung")  # what `notify.on` may list
 NOTIFY_FORMATS = ("json", "slack", "wecom", "dingtalk", "feishu")  # the body a `notify` URL is posted

@@ -57,7 +57,9 @@ class SiteConfig:
     python: str | None = None
     rendezvous_timeout: int = 300
     container_runtime: str = "pyxis"  # pyxis | oci: for a spec's container without a runtime
-    backend: str = "slurm"  # slurm | pyslurm: the default of submit --backend
+    backend: str = "slurm"  # slurm | pyslurm | rest: the default of submit --backend
+    rest_url: str = ""  # slurmrestd: http://host:6820, https://..., unix:/path (the rest backend)
+    rest_token: str = "auto"  # where the rest backend's tokens come from: auto | env | file:PATH | command:ARGV
     # Slurm 25.11's expedited requeue (slurm.conf: SlurmctldParameters=enable_expedited_requeue): requeueable
     # jobs ask for --requeue=expedite, so a requeued one may start again at once, first in the queue
     expedited_requeue: bool = False
@@ -102,7 +104,11 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     "python": "the Python with ti-slurm on every node (default: the submitter's)",
     "rendezvous_timeout": "default seconds DDP workers wait for the master (Ray nodes for the head)",
     "container_runtime": "`pyxis` (enroot) or `oci` (oci.conf's RunTimeRun): for specs whose container names none",
-    "backend": "`slurm` (the Slurm commands) or `pyslurm`: the default of `submit --backend`",
+    "backend": "`slurm` (the Slurm commands), `pyslurm` or `rest` (slurmrestd): the default of `submit --backend`",
+    "rest_url": "slurmrestd's address for the rest backend: `http://host:6820`, `https://...` or `unix:/path`",
+    "rest_token": "where the rest backend's JWTs come from: `auto` (`SLURM_JWT`, else `scontrol token`), `env`,"
+    " `file:PATH` (re-read when it expires) or `command:ARGV` (run again before it expires,"
+    " e.g. `command:ssh login scontrol token lifespan=3600`)",
     "expedited_requeue": "true: jobs with restarts ask for `--requeue=expedite` (Slurm 25.11 with"
     " `SlurmctldParameters=enable_expedited_requeue`)",
     "notify": "false: jobs post no notifications (compute nodes with no way out)",
@@ -166,6 +172,8 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         rendezvous_timeout=get.integer("rendezvous_timeout", 1, 86400, 300),
         container_runtime=get.choice("container_runtime", CONTAINER_RUNTIMES),
         backend=get.choice("backend", SITE_BACKENDS),
+        rest_url=get.rest_url("rest_url"),
+        rest_token=get.token_source("rest_token"),
         expedited_requeue=get.boolean("expedited_requeue", False),
         notify=get.boolean("notify", True),
         notify_proxy=get.url("notify_proxy"),
@@ -216,6 +224,20 @@ class _Keys:
         value = self.data.get(key, "")
         if not isinstance(value, str) or (value and not re.fullmatch(r"https?://[^\s/?#]+/?", value)):
             raise ConfigError(f"{self.where}: {key}", value, "expected an http:// or https:// proxy URL (host[:port])")
+        return value
+
+    def rest_url(self, key: str) -> str:
+        """slurmrestd's address: ``http(s)://host[:port][/path]`` or ``unix:/path``; "" for none."""
+        value = self.data.get(key, "")
+        if not isinstance(value, str) or (value and not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?|unix:/\S+", value)):
+            raise ConfigError(f"{self.where}: {key}", value, "expected http://host:6820, https://... or unix:/path")
+        return value
+
+    def token_source(self, key: str) -> str:
+        """Where tokens come from: ``auto``, ``env``, ``file:PATH`` or ``command:ARGV``."""
+        value = self.data.get(key, "auto")
+        if not isinstance(value, str) or not re.fullmatch(r"auto|env|file:\S.*|command:\S.*", value):
+            raise ConfigError(f"{self.where}: {key}", value, 'expected "auto", "env", "file:PATH" or "command:ARGV"')
         return value
 
     def word(self, key: str, default: str) -> str:

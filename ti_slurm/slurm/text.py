@@ -28,6 +28,7 @@ from ti_slurm.core.errors import BackendError, SubmissionError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 NULL = "(null)"  # what scontrol prints for a field that holds nothing
 
@@ -207,6 +208,26 @@ def parse_partitions(text: str) -> dict[str, Partition]:
             for kind, count in counts.items():
                 part.max_per_node[kind] = max(part.max_per_node.get(kind, 0), count)
     return out
+
+
+def sinfo_text(partitions: list[dict[str, Any]], node_gres: Mapping[str, str]) -> str:
+    """Partitions as ``sinfo -h -o '%P|%D|%G|%l'`` prints them (see :func:`parse_partitions`): what pyslurm
+    and slurmrestd say of them, made into the text the partition check reads.
+
+    ``partitions``: ``name``, ``default``, ``nodes`` (names), ``max_time`` (minutes, or None);
+    ``node_gres``: each node's configured gres (``gpu:8``).
+    """
+    lines = []
+    for part in partitions:
+        limit = part["max_time"]
+        limit_text = "infinite" if limit is None else str(limit)
+        by_gres: dict[str, int] = {}
+        for node in part["nodes"]:
+            gres = node_gres.get(node) or "(null)"
+            by_gres[gres] = by_gres.get(gres, 0) + 1
+        for gres, count in sorted(by_gres.items()):
+            lines.append(f"{part['name']}{'*' if part['default'] else ''}|{count}|{gres}|{limit_text}")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def gres_counts(gres: str) -> dict[str, int]:

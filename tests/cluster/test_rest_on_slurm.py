@@ -1,0 +1,188 @@
+"""The rest backend on the real test cluster's slurmrestd (JWT authentication, as a site runs it for services),
+with Slurm's commands out of the client's reach: each of ``sbatch``, ``squeue``, ``scontrol``, ``scancel`` and
+``sinfo`` on its PATH is a stub that refuses and notes the call (inside a job, where the supervisor and
+``srun`` need them, the real one runs). Jobs go through the CLI, as a portal's scripts would, and through the
+API; their records are the ones the Slurm commands make."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.test_modes_on_slurm import Job
+from tests.conftest import run_cli
+from tests.testcluster import this_cluster
+
+pytestmark = pytest.mark.usefixtures("cluster")
+STUBBED = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
+
+
+def rest_url() -> str:
+    site = this_cluster().site_config.read_text()
+    return next(line.split("=", 1)[1].strip().strip('"') for line in site.splitlines() if line.startswith("rest_url"))
+
+
+def new_token(lifespan: int = 600) -> str:
+    """A token as a user gets one: ``scontrol token`` (the real one, before the stubs)."""
+    out = subprocess.run(
+        ["scontrol", "token", f"lifespan={lifespan}"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.strip().split("=", 1)[1]
+
+
+class NoSlurmCommands:
+    """A PATH whose Slurm commands refuse outside a job, each call noted in ``calls``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.bin, self.calls = folder / "bin", folder / "slurm-calls.log"
+        self.bin.mkdir(parents=True)
+        for name in STUBBED:
+            real = shutil.which(name)
+            assert real, name
+            (self.bin / name).write_text(
+                "#!/bin/sh\n"
+                f'[ -n "$SLURM_JOB_ID" ] && exec {real} "$@"\n'
+                f'echo "{name} $*" >> {self.calls}\n'
+                f'echo "{name}: not here (the rest backend must not run it)" >&2\nexit 127\n'
+            )
+            (self.bin / name).chmod(0o755)
+
+    def env(self, token: str, **extra: str) -> dict[str, str]:
+        """The client's environment: these commands, ``token`` as ``SLURM_JWT``, a registry of its own."""
+        state = str(self.bin.parent / "state")
+        return {"PATH": f"{self.bin}:{os.environ['PATH']}", "SLURM_JWT": token, "XDG_STATE_HOME": state, **extra}
+
+    def called(self) -> list[str]:
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+
+@pytest.fixture
+def no_slurm(tmp_path: Path) -> NoSlurmCommands:
+    return NoSlurmCommands(tmp_path / "client")
+
+
+def rest_site(tmp_path: Path, **keys: str) -> str:
+    """The cluster's site config with ``backend = "rest"`` (and ``keys``), as a portal's machine has it."""
+    site = tmp_path / "site-rest.toml"
+    extra = "".join(f'{k} = "{v}"\n' for k, v in keys.items())
+    site.write_text(this_cluster().site_config.read_text() + 'backend = "rest"\n' + extra)
+    return str(site)
+
+
+def test_a_ddp_job_runs_to_completed_through_slurmrestd(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    token = new_token()
+    env = no_slurm.env(token, TI_SLURM_CONFIG=rest_site(tmp_path))
+    cmd = 'echo "rank $RANK of $WORLD_SIZE on $(hostname) master $MASTER_ADDR"; env'
+    job = Job(tmp_path, f"mode: ddp\nnodes: 2\ncommand: '{cmd}'", env=env)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    status = job.status()
+    assert status["state"] == "COMPLETED", job.explain()
+    assert len(status["components"][0]["nodes"]) == 2
+    logs = job.logs()
+    assert "rank 0 of 2" in logs and "rank 1 of 2" in logs
+    assert no_slurm.called() == []  # not one Slurm command on the client
+    # the token is nowhere in what the job left, nor in its environment
+    assert "SLURM_JWT" not in logs and token not in logs
+    for path in job.job_dir.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+def test_a_ps_worker_job_and_a_sweep_through_slurmrestd(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    env = no_slurm.env(new_token(), TI_SLURM_CONFIG=rest_site(tmp_path))
+    body = "mode: ps-worker\nps: {nodes: 1}\nworker: {nodes: 2}\ncommand: 'echo $TF_CONFIG'"
+    job = Job(tmp_path, body, env=env)
+    assert job.result.returncode == 0, job.result.stderr + job.logs()
+    assert job.status()["state"] == "COMPLETED", job.explain()
+    assert job.logs().count('"cluster"') == 3
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "s.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: {sweep_dir / 'out'}\ncommand: echo lr={{lr}}")
+    res = run_cli("sweep", "s.yaml", "--param", "lr=1,2,3,4", "--wait", cwd=sweep_dir, env=env)
+    assert res.returncode == 0, res.stderr
+    finals = sorted(p.read_text() for p in (sweep_dir / "out").glob("*/logs/*.log"))
+    assert finals == [f"lr={k}\n" for k in (1, 2, 3, 4)]
+    assert no_slurm.called() == []
+
+
+def test_cancel_and_a_pipeline_through_slurmrestd(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    env = no_slurm.env(new_token(), TI_SLURM_CONFIG=rest_site(tmp_path))
+    (tmp_path / "long.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'out'}\ncommand: sleep 300\n")
+    first = run_cli("submit", "long.yaml", cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    long_id = first.stdout.strip()
+    (tmp_path / "after.yaml").write_text(
+        f"mode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'out'}\nafter: {{jobs: [{long_id}], when: ok}}\n"
+        "command: echo after\n"
+    )
+    second = run_cli("submit", "after.yaml", cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stderr
+    after_id = second.stdout.strip()
+    time.sleep(3)
+    shown = run_cli("status", after_id, cwd=tmp_path, env=env)
+    assert "PENDING" in shown.stdout, shown.stdout + shown.stderr  # waits for the first
+    cancelled = run_cli("cancel", long_id, cwd=tmp_path, env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    waited = run_cli("wait", long_id, cwd=tmp_path, env=env, timeout=120)
+    assert "CANCELLED" in waited.stdout + waited.stderr
+    listed = run_cli("list", cwd=tmp_path, env=env)
+    assert long_id in listed.stdout and after_id in listed.stdout
+    assert no_slurm.called() == []
+
+
+def test_the_api_through_slurmrestd(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    script = (
+        "import ti_slurm, sys\n"
+        f"spec = {{'mode': 'ddp', 'nodes': 2, 'command': 'echo api', 'output_dir': '{tmp_path / 'out'}'}}\n"
+        "job = ti_slurm.submit(spec, backend='rest')\n"
+        "print(job.wait().state.value)\n"
+    )
+    env = {**os.environ, **no_slurm.env(new_token()), "XDG_STATE_HOME": str(tmp_path / "state")}
+    done = subprocess.run(["python3", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "COMPLETED", done.stderr
+    assert no_slurm.called() == []
+
+
+def test_a_refused_token_is_one_line_saying_how_to_get_one(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    token = new_token()
+    env = no_slurm.env(token[:-4] + "AAAA", TI_SLURM_CONFIG=rest_site(tmp_path))  # its signature broken
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'out'}\ncommand: true\n")
+    res = run_cli("submit", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refused the token" in lines[0] and "scontrol token" in lines[0], res.stderr
+    assert token[:-4] not in res.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing submitted
+
+
+def test_a_process_outliving_its_token_gets_a_new_one_unnoticed(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
+    """Tokens from a command live 10 s here; a program that submits, follows and cancels over half a minute
+    (a portal, the console) gets new ones as they run out, and never sees a refusal."""
+    real = shutil.which("scontrol")
+    issued = tmp_path / "issued.log"
+    getter = tmp_path / "get-token"
+    getter.write_text(f"#!/bin/sh\necho issued >> {issued}\nexec {real} token lifespan=10\n")
+    getter.chmod(0o755)
+    env = {**os.environ, **no_slurm.env("", TI_SLURM_CONFIG=rest_site(tmp_path, rest_token=f"command:{getter}"))}
+    env.pop("SLURM_JWT")
+    script = (
+        "import time, ti_slurm\n"
+        f"spec = {{'mode': 'ddp', 'nodes': 1, 'command': 'sleep 300', 'output_dir': '{tmp_path / 'out'}'}}\n"
+        "job = ti_slurm.submit(spec)\n"
+        "for _ in range(3):\n"
+        "    time.sleep(10)\n"
+        "    print(job.status().state.value, flush=True)\n"
+        "job.cancel()\n"
+        "print(job.wait(timeout=120).state.value)\n"
+    )
+    done = subprocess.run(["python3", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    states = done.stdout.split()
+    assert states[-1] == "CANCELLED" and set(states[:-1]) <= {"PENDING", "RUNNING"}, done.stdout
+    assert len(issued.read_text().splitlines()) >= 3  # one per life of 10 s, each asked for before it ran out
+    assert no_slurm.called() == []

@@ -1,0 +1,113 @@
+"""The rest backend's pure parts: which API version is used, a plan as each version's submit body, tokens
+read and timed, and slurmrestd's refusals told apart (the cluster tier runs the real slurmrestd)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+
+from tests.factories import plan_from
+from ti_slurm.backends.rest import RENEW_BEFORE, Tokens, refused_token, token_from_text, token_renewal
+from ti_slurm.core.errors import BackendError, ConfigError
+from ti_slurm.slurm import rest
+
+
+def jwt(**claims: object) -> str:
+    def part(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def test_the_newest_version_both_know_is_used() -> None:
+    paths = {f"/slurm/{v}/jobs": {} for v in ("v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")}
+    paths["/slurmdb/v0.0.44/jobs"] = {}
+    assert rest.served_versions({"paths": paths}) == ["v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"]
+    assert rest.pick_version(rest.served_versions({"paths": paths})) == "v0.0.44"
+    assert rest.pick_version(["v0.0.36", "v0.0.37", "v0.0.38"]) == "v0.0.38"  # Slurm 22.05
+    assert rest.pick_version(["v0.0.99"]) is None  # a release newer than this ti-slurm: no guess
+    assert rest.pick_version(["v0.0.36"]) is None
+
+
+def test_a_token_is_read_as_scontrol_prints_it_and_renewed_before_it_expires() -> None:
+    token = jwt(exp=1_900_000_000, iat=1_899_998_200, sun="alice")  # 1,800 s: scontrol token's default
+    assert token_from_text(f"SLURM_JWT={token}\n") == token
+    assert token_from_text(f"{token}\n") == token
+    assert token_renewal(token) == 1_900_000_000 - RENEW_BEFORE
+    assert token_renewal(jwt(exp=1_000_060, iat=1_000_000)) == 1_000_048  # a short one: in its last fifth
+    assert token_renewal("not-a-jwt") is None
+
+
+def test_a_token_from_a_file_is_read_again_once_it_is_about_to_expire(tmp_path) -> None:
+    path = tmp_path / "jwt"
+    soon, later = jwt(exp=int(time.time()) + 30), jwt(exp=int(time.time()) + 3600)
+    path.write_text(f"SLURM_JWT={soon}\n")
+    tokens = Tokens(f"file:{path}", environ={})
+    assert tokens.current() == soon
+    path.write_text(f"{later}\n")  # what a site's agent does: the file is replaced before the old one expires
+    assert tokens.current() == later
+    assert tokens.current() == later  # held while good
+
+
+def test_no_token_is_one_line_saying_how_to_get_one(tmp_path) -> None:
+    (tmp_path / "jwt").write_text("")
+    with pytest.raises(BackendError, match=r"gave none: get one with `scontrol token lifespan=3600`"):
+        Tokens(f"file:{tmp_path / 'jwt'}", environ={}).current()
+    with pytest.raises(ConfigError, match="rest_token"):
+        Tokens(f"file:{tmp_path / 'missing'}", environ={}).current()
+    with pytest.raises(BackendError, match="SLURM_JWT gave none"):
+        Tokens("env", environ={}).current()
+
+
+def test_refusals_of_the_token_are_told_apart_from_other_errors() -> None:
+    assert refused_token(401, {})
+    said = {"errors": [{"description": "Unable to query jobs", "error": "Protocol authentication error"}]}
+    assert refused_token(511, said)  # 25.11
+    assert rest.error_text(said) == "Unable to query jobs: Protocol authentication error"
+    assert refused_token(500, {"errors": [{"description": "Zero Bytes were transmitted or received"}]})  # 22.05
+    assert refused_token(500, {"errors": [{"description": "Authentication failure"}]})  # 25.11.0's way
+    assert not refused_token(500, {"errors": [{"description": "Unable to contact slurmctld"}]})
+    assert not refused_token(200, {"errors": []})
+
+
+def test_memory_sizes_are_megabytes() -> None:
+    assert [rest.mem_megabytes(t) for t in ("4096", "500M", "4G", "1T", "2048K")] == [4096, 500, 4096, 1 << 20, 2]
+
+
+def test_a_plan_is_each_versions_submit_body() -> None:
+    """The options the #SBATCH lines carry, as fields: a 2-node DDP job with GPUs, memory, a time limit and
+    restarts (the checkpoint signal to the batch step, requeue, append)."""
+    plan = plan_from(
+        {"mode": "ddp", "nodes": 2, "gpus_per_node": 8, "mem": "4G", "time": "1:00:00", "restart": {"max": 2}},
+        submission="abc",
+    )
+    new = rest.submit_body(plan, "#!/bin/bash\n", {"PATH": "/usr/bin"}, rest.dialect_of("v0.0.44"))
+    job = new["job"]
+    assert new["script"] == "#!/bin/bash\n" and "jobs" not in new
+    assert (job["minimum_nodes"], job["maximum_nodes"], job["tasks_per_node"], job["tasks"]) == (2, 2, 1, 2)
+    assert job["tres_per_node"] == "gres/gpu:8" and job["memory_per_node"] == {"set": True, "infinite": False,
+                                                                               "number": 4096}
+    assert job["time_limit"]["number"] == 60 and job["requeue"] is True and job["open_mode"] == ["APPEND"]
+    assert (job["kill_warning_signal"], job["kill_warning_flags"]) == ("USR2", ["BATCH_JOB"])
+    assert job["comment"] == "ti-slurm:abc" and job["environment"] == ["PATH=/usr/bin"]
+    old = rest.submit_body(plan.replace(checkpoint_signal=""), "s", {"PATH": "/usr/bin"}, rest.dialect_of("v0.0.38"))
+    assert old["job"]["nodes"] == [2, 2] and old["job"]["gres"] == "gpu:8" and old["job"]["memory_per_node"] == 4096
+    assert old["job"]["environment"] == {"PATH": "/usr/bin"} and old["job"]["open_mode"] == "append"
+
+
+def test_what_a_version_cannot_say_is_one_line() -> None:
+    with_restarts = plan_from({"mode": "ddp", "nodes": 1, "restart": {"max": 1}})
+    with pytest.raises(ConfigError, match=r"Slurm 22\.05's slurmrestd cannot send the checkpoint signal"):
+        rest.submit_body(with_restarts, "s", {}, rest.dialect_of("v0.0.38"))
+    odd = plan_from({"mode": "ddp", "nodes": 1, "sbatch": {"gpu-bind": "closest"}})
+    with pytest.raises(ConfigError, match=r"sbatch.gpu-bind.*the rest backend cannot pass this option"):
+        rest.submit_body(odd, "s", {}, rest.dialect_of("v0.0.44"))
+
+
+def test_a_multi_role_plan_is_one_description_per_component() -> None:
+    plan = plan_from({"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}})
+    body = rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.44"))
+    assert [j["minimum_nodes"] for j in body["jobs"]] == [1, 2] and "job" not in body

@@ -1,0 +1,376 @@
+"""REST backend: submit, follow and cancel through slurmrestd, with no Slurm command and no login shell.
+
+For services and notebooks that reach Slurm only through slurmrestd and a JWT (a JupyterHub, a CI runner, a
+training portal, ``ti-slurm ui`` run as a service). The site config names the server (``rest_url``:
+``http://host:6820``, ``https://...`` or ``unix:/path/to/socket``) and where tokens come from
+(``rest_token``); the job's directory and record are what the other backends make, read from the shared
+filesystem as the Slurm backend reads them.
+
+- versions: found, not assumed. The server's OpenAPI document says which it serves; the newest that
+  :mod:`ti_slurm.slurm.rest` knows is used (and remembered for an hour in the shared cache).
+- tokens (:class:`Tokens`): ``SLURM_JWT`` from the environment (as ``scontrol token`` prints it), a file, or
+  a command (``scontrol token``, maybe over ``ssh``) run again before the token expires. A token goes only
+  into the request's header: never into the job's environment (``SLURM_JWT`` is not passed on), a record,
+  a log, an error or a process's arguments.
+- status: one ``GET .../jobs`` for all of the user's jobs (shared between callers as the CLI's queue is).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ti_slurm.backends.base import JobInfo, SubmitsInOneStep, make_output_dir
+from ti_slurm.backends.slurm import add_queue_entry
+from ti_slurm.core.environ import job_environment
+from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
+from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.plan import JobPlan
+from ti_slurm.core.states import JobState
+from ti_slurm.slurm import rest
+from ti_slurm.slurm.text import array_task_ids
+from ti_slurm.transports import LocalTransport
+
+TIMEOUT = 15.0  # seconds a request may take
+RENEW_BEFORE = 120  # seconds before a token expires that a new one is asked for (a short-lived one's: a fifth)
+VERSION_MAX_AGE = 3600.0  # seconds the version a server serves is remembered (it changes with an upgrade)
+DROPPED = 0  # the status of a request whose connection closed with no answer
+NEW_TOKEN = "get one with `scontrol token lifespan=3600` and set SLURM_JWT (or the site config's rest_token)"
+
+
+def token_renewal(token: str) -> float | None:
+    """When to get a new token in place of ``token``: before its ``exp``, by :data:`RENEW_BEFORE` seconds or a
+    fifth of its life if that is shorter; ``None`` when it does not say when it expires. The signature is not
+    checked: the server does that; this only tells when to renew."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        expires = float(claims["exp"])
+        life = expires - float(claims.get("iat", expires - 5 * RENEW_BEFORE))
+    except (IndexError, KeyError, ValueError, TypeError):
+        return None
+    return expires - min(RENEW_BEFORE, life / 5)
+
+
+def token_from_text(text: str) -> str:
+    """The token in ``scontrol token``'s output (``SLURM_JWT=...``) or in a file holding just the token."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("SLURM_JWT="):
+            return line.split("=", 1)[1]
+        if line and "=" not in line:
+            return line
+    return ""
+
+
+class Tokens:
+    """Where tokens come from, as the site config's ``rest_token`` says: ``env`` (``SLURM_JWT``), ``file:PATH``,
+    ``command:ARGV`` (run again before the token expires), or ``auto``: ``SLURM_JWT`` when set, else
+    ``scontrol token lifespan=3600`` on this machine."""
+
+    def __init__(self, source: str, environ: Mapping[str, str] | None = None) -> None:
+        self.source = source or "auto"
+        self.environ = os.environ if environ is None else environ
+        self.token = ""
+        self.renew_at: float | None = None
+
+    def where(self) -> str:
+        kind, _, rest_of = self.source.partition(":")
+        if kind == "file":
+            return f"the file {rest_of}"
+        if kind == "command":
+            return f"`{rest_of}`"
+        return "SLURM_JWT" if self.source == "env" or self.environ.get("SLURM_JWT") else "`scontrol token`"
+
+    def current(self) -> str:
+        """A token good for the next request: the one held, or a fresh one when it expires soon."""
+        if self.token and (self.renew_at is None or time.time() < self.renew_at):
+            return self.token
+        return self.renew()
+
+    def renew(self) -> str:
+        kind, _, rest_of = self.source.partition(":")
+        if kind == "env" or (kind == "auto" and self.environ.get("SLURM_JWT")):
+            token = self.environ.get("SLURM_JWT", "")
+        elif kind == "file":
+            try:
+                with open(os.path.expanduser(rest_of), encoding="utf-8") as fh:
+                    token = token_from_text(fh.read())
+            except OSError as exc:
+                raise ConfigError("rest_token", self.source, f"cannot read the token: {exc.strerror}") from None
+        else:
+            argv = shlex.split(rest_of) if kind == "command" else ["scontrol", "token", "lifespan=3600"]
+            token = self.from_command(argv)
+        if not token:
+            raise BackendError(f"slurmrestd needs a token and {self.where()} gave none: {NEW_TOKEN}")
+        self.token, self.renew_at = token, token_renewal(token)
+        return token
+
+    def from_command(self, argv: list[str]) -> str:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendError(f"getting a token with `{shlex.join(argv)}` failed: {exc}") from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            why = said[-1] if said else f"exit {done.returncode}"
+            raise BackendError(f"getting a token with `{shlex.join(argv)}` failed: {why}")
+        return token_from_text(done.stdout)
+
+    def renewable(self) -> bool:
+        """Whether asking again may give another token (a refused one from the environment stays refused)."""
+        kind = self.source.partition(":")[0]
+        return kind in ("file", "command") or (kind == "auto" and not self.environ.get("SLURM_JWT"))
+
+
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP over slurmrestd's unix socket."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+class RestClient:
+    """Requests to one slurmrestd, with the user's token; answers as JSON, failures as one line."""
+
+    def __init__(self, url: str, tokens: Tokens, user: str) -> None:
+        if not url:
+            raise ConfigError("rest_url", url, "the rest backend needs slurmrestd's address (http://host:6820 or"
+                              " unix:/path) in the site config or user config")
+        self.url, self.tokens, self.user = url.rstrip("/"), tokens, user
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https", "unix"):
+            raise ConfigError("rest_url", url, "expected http://host:port, https://host:port or unix:/path")
+        self.parts = parts
+
+    def connection(self) -> http.client.HTTPConnection:
+        if self.parts.scheme == "unix":
+            return UnixConnection(self.parts.path, TIMEOUT)
+        cls = http.client.HTTPSConnection if self.parts.scheme == "https" else http.client.HTTPConnection
+        return cls(self.parts.netloc, timeout=TIMEOUT)
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, auth: bool = True) -> Any:
+        """The JSON answer of one request (renewing a refused token once when it can be renewed)."""
+        for retry in (False, True):
+            status, payload = self.send(method, path, body, auth)
+            if status == DROPPED and auth and retry:  # Slurm 22.05 drops the connection of a refused token
+                raise BackendError(
+                    f"slurmrestd at {self.url} closed the connection without an answer: it refuses the token from"
+                    f" {self.tokens.where()} (expired or revoked), or it failed; {NEW_TOKEN}"
+                )
+            if status == DROPPED:
+                self.tokens.token = "" if self.tokens.renewable() else self.tokens.token
+                continue
+            if not auth or not refused_token(status, payload):
+                break
+            if retry or not self.tokens.renewable():
+                raise BackendError(f"slurmrestd at {self.url} refused the token from {self.tokens.where()}"
+                                   f" (expired or revoked): {NEW_TOKEN}")
+            self.tokens.token = ""  # ask for a fresh one
+        if status >= 400:  # (a 2xx answer may carry notes as errors: a held job's "pending scheduler release")
+            said = rest.error_text(payload) if isinstance(payload, dict) else ""
+            raise BackendError(f"slurmrestd {method} {path} failed: {said or f'HTTP {status}'}")
+        return payload
+
+    def send(self, method: str, path: str, body: Mapping[str, Any] | None, auth: bool) -> tuple[int, Any]:
+        headers = {"Accept": "application/json"}
+        if auth:
+            headers.update({"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.tokens.current()})
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn = self.connection()
+        try:
+            conn.request(method, self.parts.path + path if self.parts.scheme != "unix" else path, data, headers)
+            answer = conn.getresponse()
+            raw = answer.read()
+        except (http.client.RemoteDisconnected, ConnectionResetError):
+            return DROPPED, {}
+        except (OSError, http.client.HTTPException) as exc:
+            raise BackendError(f"slurmrestd at {self.url} does not answer: {exc}") from None
+        finally:
+            conn.close()
+        try:
+            return answer.status, json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return answer.status, {"errors": [{"description": raw[:200].decode(errors="replace").strip()}]}
+
+
+REFUSED_WORDS = ("auth", "token", "credential", "zero bytes were transmitted")
+
+
+def refused_token(status: int, payload: Any) -> bool:
+    """Whether an answer refuses the token: 401, 403 or 511 (25.11: "Protocol authentication error"), or a 500
+    that says so in its own words (25.11.0: an authentication failure; 22.05: slurmctld hung up on the
+    forwarded token, "Zero Bytes were transmitted or received")."""
+    if status in (401, 403, 511):
+        return True
+    said = rest.error_text(payload).lower() if isinstance(payload, dict) else ""
+    return status == 500 and any(word in said for word in REFUSED_WORDS)
+
+
+class RestBackend(SubmitsInOneStep):
+    """Slurm through slurmrestd."""
+
+    name = "rest"
+    queues_jobs = job_arrays = finds_jobs_by_id = True
+
+    def __init__(self, url: str | None = None, token_source: str | None = None, user: str | None = None) -> None:
+        import getpass
+
+        from ti_slurm.core.site import load_site_config
+        from ti_slurm.userconfig import user_rest
+
+        site, own = load_site_config(), user_rest()  # the user's [rest] table over the site's keys
+        url = url if url is not None else own.get("url") or site.rest_url
+        token_source = token_source if token_source is not None else own.get("token") or site.rest_token
+        self.client = RestClient(url, Tokens(token_source), user or getpass.getuser())
+        self.transport = LocalTransport()  # the job's files: on the shared filesystem, as for the Slurm backend
+        self._version = ""
+
+    # -- the API's version ----------------------------------------------------------------------------------
+    def version(self) -> str:
+        """The version used with this server: the newest both know (asked once, remembered a while)."""
+        if self._version:
+            return self._version
+        from ti_slurm.queue import shared_text
+
+        key = f"rest-version-{self.client.url}".replace("/", "_").replace(":", "_")
+        found = shared_text(key, VERSION_MAX_AGE, self.ask_version) or self.ask_version(refuse=True)
+        self._version = found
+        return found
+
+    def ask_version(self, refuse: bool = False) -> str:
+        served: list[str] = []
+        for path in ("/openapi/v3", "/openapi"):
+            try:
+                served = rest.served_versions(self.client.request("GET", path))
+            except BackendError:
+                continue
+            if served:
+                break
+        chosen = rest.pick_version(served)
+        if chosen is None and refuse:
+            have = ", ".join(served) or "no slurm API version"
+            raise BackendError(f"slurmrestd at {self.client.url} serves {have}; ti-slurm needs one of"
+                               f" {', '.join(rest.KNOWN)} (Slurm 22.05 or later)")
+        return chosen or ""
+
+    def api(self, path: str) -> str:
+        return f"/slurm/{self.version()}/{path}"
+
+    @property
+    def dialect(self) -> rest.Dialect:
+        return rest.dialect_of(self.version())
+
+    # -- submit -----------------------------------------------------------------------------------------------
+    def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
+        body = rest.submit_body(plan, script, job_environment(os.environ), self.dialect)
+        if check_fit:
+            from ti_slurm.backends.slurm import refuse_unfit
+
+            refuse_unfit(plan, self.fresh_partitions(), self.sinfo, self.partitions_key())
+        make_output_dir(plan.output_dir)
+        try:
+            answer = self.client.request("POST", self.api("job/submit"), body)
+        except BackendError as exc:
+            raise SubmissionError(str(exc).replace(" POST ", " ", 1)) from None
+        job_id = answer.get("job_id")
+        if not job_id:
+            raise SubmissionError(f"slurmrestd did not say the job's id: {rest.error_text(answer) or answer}")
+        job_dir = JobPaths.of(plan.output_dir, str(job_id)).root
+        return JobInfo(str(job_id), plan.name, self.name, job_dir, JobState.PENDING, submission=plan.submission)
+
+    def partitions_key(self) -> str:
+        return f"partitions-rest-{self.client.url}".replace("/", "_").replace(":", "_")
+
+    def fresh_partitions(self) -> str | None:
+        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+
+        return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
+
+    def sinfo(self) -> str:
+        partitions = self.client.request("GET", self.api("partitions"))
+        nodes = self.client.request("GET", self.api("nodes"))
+        return rest.partitions_text(partitions.get("partitions", []), nodes.get("nodes", []), self.dialect)
+
+    def max_array_size(self) -> int | None:
+        return None  # not in the API: a sweep larger than MaxArraySize is refused by Slurm at submit
+
+    # -- follow -----------------------------------------------------------------------------------------------
+    def load_jobs(self) -> list[Mapping[str, Any]]:
+        """This user's jobs the controller holds: one request."""
+        answer = self.client.request("GET", self.api("jobs"))
+        return [j for j in answer.get("jobs", []) if j.get("user_name") == self.client.user]
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        out: dict[str, JobInfo] = {}
+        read = self.dialect.read_number
+
+        def order(job: Mapping[str, Any]) -> tuple[int, int]:
+            return (read(job.get("het_job_id")) or int(job["job_id"]), read(job.get("het_job_offset")) or 0)
+
+        for job in sorted(self.load_jobs(), key=order):
+            job_id = str(read(job.get("het_job_id")) or job["job_id"])
+            entry = JobInfo(job_id, str(job.get("name", "")), self.name, nodes=str(job.get("nodes", "")))
+            entry.dependency = str(job.get("dependency", ""))
+            task = read(job.get("array_task_id"))
+            tasks = job.get("array_task_string", "") if task is None else task
+            for key in array_task_ids(read(job.get("array_job_id")) or "", tasks) or [job_id]:
+                add_queue_entry(out, JobInfo(key, entry.name, self.name, nodes=entry.nodes,
+                                             dependency=entry.dependency),
+                                self.dialect.state(job), str(job.get("state_reason", "")))
+        return out
+
+    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        if not jobs:
+            return {}
+        held = self.user_queue()
+        return {j.job_id: held[j.job_id] for j in jobs if j.job_id in held}
+
+    def find_by_comment(self, comment: str) -> str | None:
+        for job in self.load_jobs():
+            state = JobState.from_slurm(self.dialect.state(job))
+            if str(job.get("comment", "")).strip() == comment and state in (JobState.PENDING, JobState.RUNNING):
+                return str(self.dialect.read_number(job.get("het_job_id")) or job["job_id"])
+        return None
+
+    def find_job_dir(self, job_id: str) -> str | None:
+        try:
+            answer = self.client.request("GET", self.api(f"job/{job_id}"))
+        except BackendError:
+            return None
+        jobs = answer.get("jobs") or []
+        out = str(jobs[0].get("standard_output", "")) if jobs else ""
+        return JobPaths.of(os.path.dirname(out), job_id).root if out else None
+
+    def cancel(self, job: JobInfo) -> None:
+        self.client.request("DELETE", self.api(f"job/{job.job_id}"))
+
+    def batch_log(self, paths: JobPaths) -> str:
+        return paths.batch_output
+
+    def read_text(self, path: str) -> str | None:
+        return self.transport.read_text(path)
+
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        return self.transport.read_bytes(path, offset, size)
+
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        return self.transport.read_end(path, size)
