@@ -80,15 +80,30 @@ def test_every_json_block_parses(body: str, where: str) -> None:
     json.loads(body)
 
 
-@pytest.mark.parametrize("body,where", blocks("toml"), ids=ids(blocks("toml")))
-def test_the_site_config_block_is_a_valid_site_config(tmp_path: Path, body: str, where: str) -> None:
-    from ti_slurm.core.site import load_site_config
+USER_CONFIG = re.compile(r"^# (~/\.config/ti-slurm/config\.toml|the user config)", re.M)
 
+
+@pytest.mark.parametrize("body,where", blocks("toml"), ids=ids(blocks("toml")))
+def test_every_config_block_is_read_as_printed(
+    tmp_path: Path, body: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block that says it is the user config is read as one; every other is a site config. The admin page's
+    whole example has every value it shows."""
+    from ti_slurm.core.site import load_site_config
+    from ti_slurm.userconfig import read_user_config
+
+    if USER_CONFIG.search(body):
+        (tmp_path / "ti-slurm").mkdir()
+        (tmp_path / "ti-slurm" / "config.toml").write_text(body)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+        assert read_user_config(), where
+        return
     path = tmp_path / "config.toml"
     path.write_text(body)
     site = load_site_config(str(path))
-    assert site.rdma_partitions and site.port_min == 61000 and site.rdma_check == "drain", where
-    assert site.nccl == {"rdma": {"NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "mlx5_0"}}
+    if "rdma_partitions" in body:
+        assert site.rdma_partitions and site.port_min == 61000 and site.rdma_check == "drain", where
+        assert site.nccl == {"rdma": {"NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "mlx5_0"}}
 
 
 @pytest.mark.parametrize("body,where", blocks("bash"), ids=ids(blocks("bash")))

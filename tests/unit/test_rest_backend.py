@@ -111,3 +111,25 @@ def test_a_multi_role_plan_is_one_description_per_component() -> None:
     plan = plan_from({"mode": "ps-worker", "ps": {"nodes": 1}, "worker": {"nodes": 2}})
     body = rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.44"))
     assert [j["minimum_nodes"] for j in body["jobs"]] == [1, 2] and "job" not in body
+
+
+def test_the_user_config_names_the_backend_and_slurmrestd(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.backends.rest import RestBackend
+    from ti_slurm.client import default_backend
+
+    (tmp_path / "ti-slurm").mkdir()
+    config = tmp_path / "ti-slurm" / "config.toml"
+    config.write_text('backend = "rest"\n[rest]\nurl = "unix:/run/slurmrestd.sock"\ntoken = "env"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("TI_SLURM_CONFIG", str(tmp_path / "site.toml"))
+    (tmp_path / "site.toml").write_text('rest_url = "http://127.0.0.1:6820"\n')
+    assert default_backend() == "rest"
+    backend = RestBackend()
+    assert backend.client.url == "unix:/run/slurmrestd.sock" and backend.client.tokens.source == "env"
+    config.write_text('backend = "sbatch"\n')
+    with pytest.raises(ConfigError, match=r"backend = 'sbatch': expected one of"):
+        default_backend()
+    (tmp_path / "site.toml").write_text('rest_url = "ftp://x"\n')
+    config.write_text("")
+    with pytest.raises(ConfigError, match=r"rest_url.*expected http://host:6820"):
+        RestBackend()
