@@ -530,6 +530,56 @@ def case_submit_backends(repeat: int, tmp: Path) -> list[Row]:
 BACKENDS = ("slurm", "pyslurm")
 
 
+def all_rpcs(fn: Callable[[], object]) -> int:
+    """Run ``fn``; how many RPCs of any kind slurmctld served meanwhile (``sdiag``'s own left out)."""
+    sh(["sdiag", "-r"])
+    fn()
+    counts = re.finditer(r"(REQUEST_\w+)\s+\(\s*\d+\) count:(\d+)", sh(["sdiag"]).stdout)
+    return sum(int(m.group(2)) for m in counts if m.group(1) not in ("REQUEST_STATS_INFO", "REQUEST_RESET_STATS"))
+
+
+def case_rest_backend(repeat: int, tmp: Path, jobs: int = 20) -> list[Row]:
+    """Submit and status through slurmrestd (the rest backend) beside the Slurm commands and pyslurm, each with
+    the controller RPCs it costs (``sdiag``). The server's API version is asked once, then remembered."""
+    from ti_slurm.core.site import load_site_config
+
+    if not load_site_config().rest_url:
+        return [Row("submit through slurmrestd", 0.0, 0.0, "-", "info", True, "not measured: no rest_url")]
+    token = sh(["scontrol", "token", "lifespan=900"]).stdout.strip().split("=", 1)[1]
+    spec = held_spec(tmp, "mode: mpi\nnodes: 1\ncommand: 'true'\nsbatch: {hold: true}")
+    backends = ["slurm", "rest"] + ([] if pyslurm_fits() else ["pyslurm"])
+    env = {
+        b: dict(os.environ, XDG_STATE_HOME=str(tmp / f"rest-state-{b}"), XDG_RUNTIME_DIR=str(tmp / f"rest-rt-{b}"),
+                SLURM_JWT=token)
+        for b in backends
+    }  # fmt: skip
+
+    def submit(b: str) -> object:
+        return sh([TI, "submit", "--backend", b, str(spec)], env=env[b])
+
+    def listing(b: str) -> object:  # a fresh queue answer each time (the API version stays remembered)
+        for cached in (tmp / f"rest-rt-{b}").glob("ti-slurm-*/queue-*.json"):
+            cached.unlink()
+        return sh([TI, "list", "--limit", str(jobs)], env=env[b])
+
+    took = {b: median(lambda b=b: submit(b), repeat) for b in backends}
+    rpcs = {b: all_rpcs(lambda b=b: submit(b)) for b in backends}
+    for b in backends:
+        for _ in range(jobs - repeat - 1):
+            submit(b)
+    listed = {b: median(lambda b=b: listing(b), repeat) for b in backends}
+    list_rpcs = {b: all_rpcs(lambda b=b: listing(b)) for b in backends}
+    subprocess.run(["scancel", "--state=PENDING", "--user=root"], check=False)
+    others = ", ".join(f"{b} {took[b]:.4f} s / {rpcs[b]} RPCs" for b in backends if b != "rest")
+    listed_others = ", ".join(f"{b} {listed[b]:.4f} s / {list_rpcs[b]} RPCs" for b in backends if b != "rest")
+    return [
+        Row("submit (CLI), --backend rest", took["rest"], took["slurm"], "--backend slurm (sbatch)", "info", True,
+            f"controller RPCs per submit: rest {rpcs['rest']}; {others}"),
+        Row(f"status of {jobs} jobs (ti-slurm list), --backend rest", listed["rest"], listed["slurm"],
+            "--backend slurm (scontrol)", "info", True, f"RPCs per list: rest {list_rpcs['rest']}; {listed_others}"),
+    ]  # fmt: skip
+
+
 def wait_gone(job_id: str) -> None:
     while sh(["squeue", "-h", "-j", job_id]).stdout.strip():
         time.sleep(0.2)
@@ -1098,6 +1148,7 @@ def main() -> int:
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)
         rows += case_submit_backends(repeat, tmp)
+        rows += case_rest_backend(repeat, tmp)
         rows += case_status(repeat, tmp, 50 if args.quick else 200)
         rows += case_controller_load(tmp, 4 if args.quick else 12, 10)
         if not args.quick:  # long enough for the steady state: a query at most once a minute

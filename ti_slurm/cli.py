@@ -61,7 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     remote.add_argument("--accept-new-host-key", action="store_true", help="record the key of a host never seen before")
     remote.add_argument("--ssh-config", help="SSH config file (default ~/.ssh/config)")
-    _add_submit(sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote]))
+    sm = sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote])
+    _add_submit(sm)
+    sm.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="one of your user config's clusters, or auto: the one that would start the job first (docs/clusters.md)",
+    )
     sw = sub.add_parser(
         "sweep", help="one job per point of a grid of parameters (prints the sweep's id)", parents=[remote]
     )
@@ -78,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_watching(sub, remote)
     sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
+    sub.add_parser("clusters", help="your clusters (user config): how each is reached, whether it answers, idle nodes")
     it = sub.add_parser("init", help="print a commented starter spec that submits as written (> job.yaml)")
     it.add_argument("--mode", default="ddp", choices=mode_names(), help="the training mode (ddp)")
     it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
@@ -215,7 +222,9 @@ def submit_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.client import submit
 
-    job = submit(args.spec, sync=args.sync, **submit_options(args))
+    job = submit(args.spec, sync=args.sync, cluster=args.cluster, **submit_options(args))
+    if job.placement:
+        print(f"ti-slurm: {job.placement}", file=sys.stderr)
     if job.synced_files is not None:
         print(f"ti-slurm: synced {job.synced_files} changed file(s) to {job.info.host}", file=sys.stderr)
     print(job.id, flush=True)
@@ -459,6 +468,25 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clusters(args: argparse.Namespace) -> int:
+    from ti_slurm.clusters import ASK_TIMEOUT, ask_all, free_nodes, open_cluster, user_clusters
+
+    clusters = user_clusters()
+    if not clusters:
+        print("ti-slurm: no clusters: add [[cluster]] tables to your user config (docs/clusters.md)", file=sys.stderr)
+        return 0
+    answers = ask_all(clusters, lambda c: free_nodes(open_cluster(c)))
+    rows = []
+    for cluster, answer in zip(clusters, answers, strict=True):
+        if isinstance(answer, dict):
+            said, idle = "yes", " ".join(f"{p}:{n}" for p, n in sorted(answer.items()))
+        else:
+            said, idle = "no", getattr(answer, "why", "") or f"no answer within {ASK_TIMEOUT:.0f} s"
+        rows.append([cluster.name, cluster.reached, said, idle])
+    print_table(["CLUSTER", "REACHED BY", "ANSWERS", "IDLE NODES PER PARTITION"], rows)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ti_slurm.doctor import doctor
 
@@ -527,6 +555,7 @@ COMMANDS = {
     "wait": cmd_wait,
     "list": cmd_list,
     "doctor": cmd_doctor,
+    "clusters": cmd_clusters,
     "init": cmd_init,
     "schema": cmd_schema,
     "ui": cmd_ui,

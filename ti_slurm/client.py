@@ -104,6 +104,7 @@ def submit(
     queue_anyway: bool = False,
     after: Sequence[Job | str] = (),
     when: str = "ok",
+    cluster: str | None = None,
 ) -> Job:
     """Submit a job; return its handle once the scheduler has its id.
 
@@ -119,11 +120,20 @@ def submit(
     submitted, unless ``queue_anyway`` (say, for nodes about to be added). The
     job is recorded so :func:`get_job` and :func:`jobs` find it later, from
     this process or another. ``after`` (jobs or their ids) makes it a pipeline's next step: it starts once
-    they ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``.
+    they ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``. ``cluster`` names one
+    of the user config's clusters (docs/clusters.md), or ``"auto"``: the one that would start the job first
+    (:attr:`Job.placement` says why).
     """
     check_host(host)
     job_spec = load(spec)
-    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    placement = target = ""
+    if cluster:
+        if backend or host:
+            why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
+            raise ConfigError("cluster", cluster, why)
+        job_spec, chosen, host, target, placement = to_cluster(job_spec, cluster, accept_new_host_key, ssh_config)
+    else:
+        chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
     waits = [getattr(a, "id", a) for a in after] or (job_spec.after.jobs if job_spec.after else [])
     if waits and not chosen.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
         from ti_slurm.backends.local import NO_PIPELINES
@@ -136,10 +146,23 @@ def submit(
     # stamped once the scheduler holds the job: a shared queue answer asked before then lacks it, and one whose
     # time is older than this is asked again (queue.SharedQueue), never read as "the job is gone"
     info.submitted = time.time()
+    info.cluster = target
     remember_job(info, chosen)
     submitted = Job(info, chosen)
-    submitted.synced_files = synced
+    submitted.synced_files, submitted.placement = synced, placement
     return submitted
+
+
+def to_cluster(
+    spec: JobSpec, name: str, accept_new_host_key: bool, ssh_config: str | None
+) -> tuple[JobSpec, Backend, str, str, str]:
+    """A submit to cluster ``name`` (or ``auto``): the spec with the cluster's defaults, the backend and login
+    node that reach it, the cluster's name, and (``auto``) why that cluster."""
+    from ti_slurm.clusters import choose_cluster, open_cluster, with_defaults
+
+    target, placement = choose_cluster(spec, name)
+    backend = open_cluster(target, accept_new_host_key, ssh_config)
+    return with_defaults(spec, target), backend, target.host, target.name, placement
 
 
 def choose_backend(
@@ -239,6 +262,15 @@ def get_job(
     info = recall(job_id)
     host = host or (info.host if info else "")
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    cluster, _, plain_id = job_id.rpartition(":")
+    if cluster:  # <cluster>:<id>: followed on that cluster, recorded or not
+        from ti_slurm.clusters import find_cluster, open_cluster
+
+        reached = open_cluster(find_cluster(cluster), **options)
+        if info is None:
+            job_dir = reached.find_job_dir(plain_id) or ""
+            info = JobInfo(plain_id, backend=reached.name, job_dir=job_dir, cluster=cluster)
+        return Job(info, reached)
     if info is None:
         if job_id.startswith("local-"):
             raise UnknownJobError(f"job {job_id}: unknown local job (not submitted from this account)")
@@ -250,7 +282,10 @@ def get_job(
 
 # a job, an array task, a het component, a local run, a sweep of separate jobs: ASCII digits only (\d takes any
 # script's digits, which would reach scontrol), of the lengths Slurm's 32-bit ids have
-JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?(?:\+[0-9]{1,4})?|local-[0-9]{1,12}|sweep-(?:local-)?[0-9]{1,12}")
+JOB_ID = re.compile(
+    r"(?:[A-Za-z][A-Za-z0-9_-]{0,31}:)?[0-9]{1,10}(?:_[0-9]{1,10})?(?:\+[0-9]{1,4})?"  # <cluster>: on a named one
+    r"|local-[0-9]{1,12}|sweep-(?:local-)?[0-9]{1,12}"
+)
 
 
 def check_host(host: object) -> None:
@@ -265,7 +300,10 @@ def check_job_id(job_id: object) -> None:
     if not isinstance(job_id, str):
         raise ConfigError("job id", job_id, "expected the id as text, as submit printed it (e.g. '5603576')")
     if not JOB_ID.fullmatch(job_id):
-        why = "not a job id (digits, an array task 123_4, a component 123+1, local-N, or a sweep's sweep-N)"
+        why = (
+            "not a job id (digits, an array task 123_4, a component 123+1, gpu:123 on cluster gpu, local-N, or a"
+            " sweep's sweep-N)"
+        )
         raise ConfigError("job id", job_id, why)
 
 
@@ -288,23 +326,29 @@ def jobs(
     infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)  # oldest first
     infos = infos[-newest:] if newest else infos
     out: list[JobStatus] = []
-    for name, on_host in sorted({(j.backend, j.host) for j in infos}):
-        group = [j for j in infos if (j.backend, j.host) == (name, on_host)]
+    options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    for name, on_host, cluster in sorted({(j.backend, j.host, j.cluster) for j in infos}):
+        group = [j for j in infos if (j.backend, j.host, j.cluster) == (name, on_host, cluster)]
         try:
-            out.extend(_statuses(group, name, on_host, accept_new_host_key=accept_new_host_key, ssh_config=ssh_config))
-        except TiSlurmError as exc:  # one unreachable host or backend does not hide the other jobs
-            where = f"{name} backend" + (f" on {on_host}" if on_host else "")
+            out.extend(_statuses(group, name, on_host, cluster, **options))
+        except TiSlurmError as exc:  # one unreachable host, backend or cluster does not hide the other jobs
+            where = f"cluster {cluster}" if cluster else f"{name} backend" + (f" on {on_host}" if on_host else "")
             out.extend(
-                JobStatus(j.job_id, j.name, JobState.UNKNOWN, f"cannot reach its {where}: {exc}", job_dir=j.job_dir)
+                JobStatus(j.ref, j.name, JobState.UNKNOWN, f"cannot reach its {where}: {exc}", job_dir=j.job_dir)
                 for j in group
             )
-    order = {j.job_id: i for i, j in enumerate(infos)}
+    order = {j.ref: i for i, j in enumerate(infos)}
     return sorted(out, key=lambda s: order[s.job_id])
 
 
-def _statuses(group: list[JobInfo], name: str, host: str, **options: Any) -> list[JobStatus]:
-    """The status of jobs of one backend and host: their records, and one shared queue query for the unended."""
-    return statuses_of(open_backend(name, host, **options), host, group)
+def _statuses(group: list[JobInfo], name: str, host: str, cluster: str, **options: Any) -> list[JobStatus]:
+    """The status of jobs of one backend, host and cluster: their records, and one shared queue query for the
+    unended."""
+    if not cluster:
+        return statuses_of(open_backend(name, host, **options), host, group)
+    from ti_slurm.clusters import find_cluster, open_cluster
+
+    return statuses_of(open_cluster(find_cluster(cluster), **options), f"cluster:{cluster}", group)
 
 
 def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: float | None = None) -> list[JobStatus]:
@@ -398,15 +442,17 @@ class Job:
         from ti_slurm.queue import SharedQueue
 
         self.info, self.backend = info, backend
-        self.queue = SharedQueue(backend, info.host)
+        self.queue = SharedQueue(backend, info.host or (f"cluster:{info.cluster}" if info.cluster else ""))
         self.synced_files: int | None = None  # submit(sync=...): how many files went up
+        self.placement = ""  # submit(cluster="auto"): which cluster it went to, and why
 
     def __repr__(self) -> str:
         return f"Job({self.id!r}, backend={self.backend.name!r})"
 
     @property
     def id(self) -> str:
-        return self.info.job_id
+        """Its id as users name it (``<cluster>:<id>`` on a named cluster)."""
+        return self.info.ref
 
     @property
     def job_dir(self) -> str:

@@ -109,11 +109,12 @@ def _no_cache(why: str) -> None:
         print(f"ti-slurm: warning: {why}: asking the controller without the shared cache", file=sys.stderr)
 
 
-def cache_key(backend: str, host: str) -> str:
+def cache_key(backend: str, host: str, server: str = "") -> str:
     """The name of one controller's shared answers: by backend and host, and here by the Slurm config the
-    commands read (two clusters reached from one machine through SLURM_CONF never share an answer)."""
+    commands read or the ``server`` the backend names (slurmrestd's URL, a cluster's slurm.conf): two clusters
+    reached from one machine never share an answer."""
     key = f"{backend}-{host or 'here'}"
-    conf = "" if host else os.environ.get("SLURM_CONF", "")
+    conf = server or ("" if host else os.environ.get("SLURM_CONF", ""))
     if conf:
         import zlib
 
@@ -126,7 +127,7 @@ class SharedQueue:
 
     def __init__(self, backend: Backend, host: str = "") -> None:
         self.backend = backend
-        self.key = cache_key(backend.name, host)
+        self.key = cache_key(backend.name, host, getattr(backend, "queue_key", ""))
         self.queries = 0  # queries this process made (the benchmark counts them)
 
     def states(self, jobs: list[JobInfo], max_age: float = SHARED_MAX_AGE) -> dict[str, JobInfo]:

@@ -49,7 +49,7 @@ def _load(path: Path, limit: int = MAX_RECORD) -> dict[str, Any] | None:
 def remember(info: JobInfo) -> None:
     """Record a submitted job."""
     _store(
-        state_dir(), info.job_id, asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
+        state_dir(), info.ref, asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
     )
 
 
@@ -77,7 +77,7 @@ def sweep_job_ids(job_id: str) -> list[str]:
 
 
 def recall(job_id: str) -> JobInfo | None:
-    """The record of job ``job_id``, or ``None``."""
+    """The record of job ``job_id`` (``<cluster>:<id>`` for one on a named cluster), or ``None``."""
     data = _load(state_dir() / f"{job_id}.json")
     if data is None:
         return None

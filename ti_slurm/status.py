@@ -113,7 +113,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     A requeued job's events hold every attempt; the components are the latest's.
     """
     status = JobStatus(
-        job.job_id, job.name, JobState.UNKNOWN, job_dir=job.job_dir, sweep=job.sweep, submitted=job.submitted
+        job.ref, job.name, JobState.UNKNOWN, job_dir=job.job_dir, sweep=job.sweep, submitted=job.submitted
     )
     for ev in own_events(events, job.submission):
         kind = ev.get("event")

@@ -9,6 +9,11 @@
     url = "https://slurm.example.org:6820"
     token = "file:~/.slurm-jwt"             # auto | env | file:PATH | command:ARGV
 
+    [[cluster]]                             # another cluster: submit --cluster gpu (docs/clusters.md)
+    name = "gpu"
+    host = "gpu-login"                      # or slurm_conf = "/etc/slurm-gpu/slurm.conf", or rest_url = "..."
+    partition = "a100"
+
     [[notify]]                              # the jobs' notifications when the spec has no notify:
     url = "https://hooks.slack.com/services/..."
     on = ["failed", "hung"]
@@ -24,7 +29,13 @@ from typing import Any
 
 from ti_slurm.core.errors import ConfigError
 
-KEYS = {"backend": set(), "remote": {"host"}, "rest": {"url", "token"}, "notify": {"url", "on", "format"}}
+KEYS = {
+    "backend": set(),
+    "remote": {"host"},
+    "rest": {"url", "token"},
+    "notify": {"url", "on", "format"},
+    "cluster": set(),  # its tables are checked by ti_slurm.clusters
+}
 
 
 def user_config_path() -> str:
@@ -61,7 +72,7 @@ def read_user_config() -> dict[str, Any]:
         raise ConfigError("user config", path, expected)
     if not isinstance(notify, list) or not all(isinstance(n, dict) and not set(n) - KEYS["notify"] for n in notify):
         raise ConfigError("user config", path, expected)
-    return {"backend": backend, "remote": remote, "rest": rest, "notify": notify}
+    return {"backend": backend, "remote": remote, "rest": rest, "notify": notify, "cluster": data.get("cluster", [])}
 
 
 def user_remote_host() -> str:

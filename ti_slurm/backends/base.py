@@ -27,6 +27,12 @@ class JobInfo:
     submitted: float = 0.0  # when it was submitted (time.time()); 0 when not known
     dependency: str = ""  # what it waits for, as Slurm shows it (afterok:123(unfulfilled)); "" for none
     sweep: str = ""  # the sweep it is a point of ("" for none)
+    cluster: str = ""  # the user config's cluster it went to ("" for the default one)
+
+    @property
+    def ref(self) -> str:
+        """How users name it: its id, ``<cluster>:<id>`` on a named cluster."""
+        return f"{self.cluster}:{self.job_id}" if self.cluster else self.job_id
 
 
 class Backend(Protocol):

@@ -33,6 +33,7 @@ from ti_slurm.backends.base import JobInfo, SubmitsInOneStep, make_output_dir
 from ti_slurm.backends.slurm import add_queue_entry
 from ti_slurm.core.environ import job_environment
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
+from ti_slurm.core.hostlist import expand
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
@@ -215,6 +216,11 @@ class RestClient:
 REFUSED_WORDS = ("auth", "token", "credential", "zero bytes were transmitted")
 
 
+def as_list(value: object) -> list[object]:
+    """A node's state as a list: 22.05 says ``"idle"``, 25.11 ``["IDLE"]``."""
+    return list(value) if isinstance(value, list) else [value]
+
+
 def refused_token(status: int, payload: Any) -> bool:
     """Whether an answer refuses the token: 401, 403 or 511 (25.11: "Protocol authentication error"), or a 500
     that says so in its own words (25.11.0: an authentication failure; 22.05: slurmctld hung up on the
@@ -242,6 +248,7 @@ class RestBackend(SubmitsInOneStep):
         token_source = token_source if token_source is not None else own.get("token") or site.rest_token
         self.client = RestClient(url, Tokens(token_source), user or getpass.getuser())
         self.transport = LocalTransport()  # the job's files: on the shared filesystem, as for the Slurm backend
+        self.queue_key = self.client.url  # two servers' queues never share an answer
         self._version = ""
 
     # -- the API's version ----------------------------------------------------------------------------------
@@ -309,6 +316,16 @@ class RestBackend(SubmitsInOneStep):
         partitions = self.client.request("GET", self.api("partitions"))
         nodes = self.client.request("GET", self.api("nodes"))
         return rest.partitions_text(partitions.get("partitions", []), nodes.get("nodes", []), self.dialect)
+
+    def idle_nodes(self) -> dict[str, int]:
+        """Idle nodes per partition (for ``clusters`` and ``--cluster auto``)."""
+        nodes = self.client.request("GET", self.api("nodes")).get("nodes", [])
+        idle = {str(n.get("name")) for n in nodes if "IDLE" in [str(s).upper() for s in as_list(n.get("state"))]}
+        out: dict[str, int] = {}
+        for part in self.client.request("GET", self.api("partitions")).get("partitions", []):
+            names = self.dialect.partition_nodes(part)
+            out[str(part.get("name"))] = len(idle.intersection(expand(names) if names else []))
+        return out
 
     def max_array_size(self) -> int | None:
         return None  # not in the API: a sweep larger than MaxArraySize is refused by Slurm at submit

@@ -126,6 +126,7 @@ class SlurmBackend(SubmitsInOneStep):
 
     name = "slurm"
     queues_jobs = job_arrays = finds_jobs_by_id = True
+    queue_key = ""  # what tells this controller's shared queue answers apart (a cluster's slurm.conf)
 
     def __init__(self, transport: Transport | None = None) -> None:
         self.transport: Transport = transport or LocalTransport()

@@ -1,0 +1,104 @@
+"""Several clusters at once: both test clusters (22.05 and 25.11) named in a user config, one through its
+slurmrestd, the other through its slurm.conf; `clusters`, `--cluster NAME`, `--cluster auto` choosing the one that
+would start first, a cluster that is down skipped in seconds, and `list` following both. Run from the 22.05
+tier only (it uses both clusters, whichever tier runs it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import Island
+from tests.conftest import run_cli
+from tests.testcluster import this_cluster
+
+pytestmark = pytest.mark.usefixtures("cluster")
+CONF_2511 = Path("/etc/slurm-25.11/slurm.conf")
+SITE_2511 = Path("/etc/ti-slurm/config-25.11.toml")
+
+
+@pytest.fixture
+def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
+    """A user config naming both test clusters (``old``: 22.05 through its slurmrestd, in an island of its own;
+    ``new``: 25.11 through its slurm.conf and commands) and a third that is down; the environment that reads
+    it."""
+    if this_cluster().version != "22.05":
+        pytest.skip("run from the 22.05 tier (it uses both clusters)")
+    if not CONF_2511.exists() or not SITE_2511.exists():
+        pytest.skip("the 25.11 test cluster is not up beside this one (ci/slurm-cluster/up --slurm 25.11)")
+    rest_url = next(
+        line.split("=", 1)[1].strip().strip('"')
+        for line in this_cluster().site_config.read_text().splitlines()
+        if line.startswith("rest_url")
+    )
+    token = subprocess.run(["scontrol", "token", "lifespan=900"], capture_output=True, text=True, check=True)
+    (tmp_path / "token").write_text(token.stdout)
+    down = tmp_path / "down.conf"  # a controller nobody runs: an address no machine has
+    down.write_text("ClusterName=gone\nSlurmctldHost=gone(10.99.99.1)\nNodeName=n1\nPartitionName=p Nodes=n1\n")
+    (tmp_path / "config" / "ti-slurm").mkdir(parents=True)
+    (tmp_path / "config" / "ti-slurm" / "config.toml").write_text(
+        f'[[cluster]]\nname = "old"\nrest_url = "{rest_url}"\nrest_token = "file:{tmp_path / "token"}"\n'
+        f'partition = "{island.name}"\n\n'
+        f'[[cluster]]\nname = "new"\nslurm_conf = "{CONF_2511}"\nbin_dir = "/opt/slurm-25.11/bin"\n'
+        'partition = "debug"\n\n'
+        f'[[cluster]]\nname = "gone"\nslurm_conf = "{down}"\n'
+    )
+    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def spec(tmp_path: Path, name: str, command: str = "hostname") -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: {command}\n")
+    return str(path)
+
+
+def test_clusters_says_which_answer_and_what_they_have_idle(tmp_path: Path, two_clusters: dict[str, str]) -> None:
+    started = time.monotonic()
+    res = run_cli("clusters", env=two_clusters)
+    assert res.returncode == 0, res.stderr
+    rows = {line.split()[0]: line for line in res.stdout.splitlines()[1:]}
+    assert set(rows) == {"old", "new", "gone"}
+    assert re.search(r"\byes\b.*\bisland\d:\d", rows["old"]) and re.search(r"\byes\b.*\bdebug:\d", rows["new"])
+    assert re.search(r"\bno\b", rows["gone"])
+    assert time.monotonic() - started < 20  # the one that is down costs seconds, not minutes
+
+
+def test_auto_goes_where_the_job_starts_first_and_list_follows_both(
+    tmp_path: Path, two_clusters: dict[str, str], island: Island
+) -> None:
+    # the 22.05 cluster's island is full for 5 minutes: auto goes to the other cluster, and says why
+    filler = subprocess.run(
+        ["sbatch", "--parsable", "-p", island.name, f"-N{len(island.nodes)}", "--exclusive", "--time=5",
+         "-o", "/dev/null", "--wrap", "sleep 300"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    try:
+        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"], capture_output=True,
+                                               text=True).stdout:  # fmt: skip
+            time.sleep(0.5)
+        auto = run_cli("submit", "--cluster", "auto", "--wait", spec(tmp_path, "auto"), env=two_clusters)
+        assert auto.returncode == 0, auto.stderr
+        assert auto.stdout.split()[0].startswith("new:")
+        said = next(line for line in auto.stderr.splitlines() if "to cluster" in line)
+        assert re.search(r"to cluster new: it would start the job at \S+ \(old: later; gone: ", said), said
+    finally:
+        subprocess.run(["scancel", filler], check=False)
+    named = run_cli("submit", "--cluster", "old", "--wait", spec(tmp_path, "named"), env=two_clusters)
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.split()[0].startswith("old:")
+    listed = run_cli("list", env=two_clusters)
+    rows = listed.stdout.splitlines()[1:]
+    assert {row.split()[0].split(":")[0] for row in rows} == {"old", "new"}, listed.stdout
+    assert all("COMPLETED" in row for row in rows), listed.stdout
+    shown = run_cli("status", auto.stdout.split()[0], env=two_clusters)
+    assert shown.returncode == 0 and "COMPLETED" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_a_cluster_not_in_the_config_is_one_line(tmp_path: Path, two_clusters: dict[str, str]) -> None:
+    res = run_cli("submit", "--cluster", "gpu", spec(tmp_path, "x"), env=two_clusters)
+    assert res.returncode != 0
+    assert res.stderr.strip() == "ti-slurm: error: cluster: 'gpu': no such cluster (yours: old, new, gone)"

@@ -1,0 +1,62 @@
+"""Several clusters, the pure parts: the user config's [[cluster]] tables checked, sbatch --test-only and sinfo
+read, the earliest start chosen, ids named by cluster (the cluster tier runs both test clusters at once)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ti_slurm.backends.base import JobInfo
+from ti_slurm.client import check_job_id
+from ti_slurm.clusters import Cluster, Estimate, earliest, parse_clusters, parse_idle, parse_test_only
+from ti_slurm.core.errors import ConfigError
+
+
+def test_cluster_tables_are_read_and_each_mistake_is_one_line() -> None:
+    tables = [
+        {"name": "gpu", "host": "gpu-login", "partition": "a100"},
+        {"name": "npu", "slurm_conf": "/etc/slurm-npu/slurm.conf", "bin_dir": "/opt/slurm/bin"},
+        {"name": "portal", "rest_url": "https://slurm.example.org:6820", "rest_token": "env"},
+    ]
+    gpu, npu, portal = parse_clusters(tables, "config.toml")
+    assert (gpu.reached, npu.reached, portal.reached) == (
+        "ssh gpu-login", "slurm.conf /etc/slurm-npu/slurm.conf", "slurmrestd https://slurm.example.org:6820"
+    )
+    assert gpu.defaults() == {"partition": "a100"} and npu.defaults() == {}
+    mistakes = [
+        ([{"name": "gpu"}], "give exactly one of slurm_conf"),
+        ([{"name": "gpu", "host": "a", "rest_url": "http://b"}], "give exactly one of"),
+        ([{"name": "9x", "host": "a"}], "expected a name"),
+        ([{"name": "gpu", "host": "a", "partiton": "x"}], "cluster 'gpu'.partiton: 'x': unknown key"),
+        ([{"name": "gpu", "host": "a"}, {"name": "gpu", "host": "b"}], "two clusters have this name"),
+        ([{"name": "gpu", "host": 5}], "expected text"),
+    ]
+    for given, said in mistakes:
+        with pytest.raises(ConfigError, match=said):
+            parse_clusters(given, "config.toml")
+
+
+def test_test_only_and_idle_nodes_are_read_as_slurm_prints_them() -> None:
+    said = "sbatch: Job 5648001 to start at 2026-12-05T12:01:30 using 2 processors on nodes node[01-02] in partition"
+    said += " debug"
+    assert parse_test_only(said) == ("2026-12-05T12:01:30", "debug")
+    assert parse_test_only("sbatch: error: Batch job submission failed: Invalid partition name specified") is None
+    sinfo = "debug* idle 2\ndebug* alloc 2\nrdma idle 2\nlowprio alloc 4\n"
+    assert parse_idle(sinfo) == {"debug": 2, "rdma": 2, "lowprio": 0}
+
+
+def test_the_earliest_start_wins_and_now_before_any_time() -> None:
+    a, b, c = Cluster("a", host="a"), Cluster("b", host="b"), Cluster("c", host="c")
+    later, sooner = Estimate(a, "2026-12-05T13:00:00"), Estimate(b, "2026-12-05T12:00:00")
+    down = Estimate(c, "", "no answer within 8 s")
+    assert earliest([later, sooner, down]) is sooner
+    assert earliest([later, Estimate(c, "now")]).cluster is c  # type: ignore[union-attr]
+    assert earliest([down]) is None
+
+
+def test_a_job_on_a_named_cluster_is_named_by_it() -> None:
+    assert JobInfo("123", cluster="gpu").ref == "gpu:123" and JobInfo("123").ref == "123"
+    check_job_id("gpu:123")
+    check_job_id("gpu-2:123_4")
+    for bad in ("gpu:", ":123", "g p:1", "1gpu:2"):
+        with pytest.raises(ConfigError):
+            check_job_id(bad)

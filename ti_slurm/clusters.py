@@ -1,0 +1,273 @@
+"""Several clusters: the ones a user has (the user config's ``[[cluster]]`` tables), how each is reached, which
+answers and what it has free, and which would start a job first.
+
+Each cluster is reached one of three ways, by the keys its table has: ``slurm_conf`` (this machine's Slurm
+commands pointed at that cluster's ``slurm.conf``, with ``bin_dir`` first on ``PATH`` when its commands are
+of another release), ``host`` (the Slurm commands over SSH on its login node) or ``rest_url`` (slurmrestd,
+with ``rest_token``). ``partition``, ``account`` and ``qos`` are the cluster's defaults for a spec that sets
+none. A job submitted to a named cluster is shown as ``<cluster>:<id>`` and followed there.
+
+``auto`` asks every cluster when the job would start (``sbatch --test-only`` with the job's own script, in
+parallel, each within :data:`ASK_TIMEOUT`); a cluster that does not answer in time is skipped and named.
+Through slurmrestd there is no test-only submit: such a cluster counts as starting now when its partition has
+the job's nodes idle, else as after every cluster that gave a time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ti_slurm.backends.base import Backend
+from ti_slurm.core.errors import BackendError, ConfigError, TiSlurmError
+
+ASK_TIMEOUT = 8.0  # seconds a cluster has to answer `clusters` and `--cluster auto`
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+KEYS = ("name", "slurm_conf", "bin_dir", "host", "rest_url", "rest_token", "partition", "account", "qos")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One ``[[cluster]]`` table of the user config."""
+
+    name: str
+    slurm_conf: str = ""
+    bin_dir: str = ""
+    host: str = ""
+    rest_url: str = ""
+    rest_token: str = ""
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+
+    @property
+    def reached(self) -> str:
+        """How it is reached, in a few words."""
+        if self.rest_url:
+            return f"slurmrestd {self.rest_url}"
+        if self.host:
+            return f"ssh {self.host}"
+        return f"slurm.conf {self.slurm_conf}"
+
+    def defaults(self) -> dict[str, str]:
+        """The spec fields this cluster fills in when a spec leaves them out."""
+        return {k: getattr(self, k) for k in ("partition", "account", "qos") if getattr(self, k)}
+
+
+def parse_clusters(tables: object, where: str) -> list[Cluster]:
+    """The ``[[cluster]]`` tables, checked: one line naming the table and the key for each problem."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: cluster", tables, 'expected [[cluster]] tables: name = "gpu", and how to reach it')
+    out: list[Cluster] = []
+    for table in tables:
+        name = table.get("name")
+        label = f"{where}: cluster {name!r}" if isinstance(name, str) else f"{where}: cluster"
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ConfigError(label + ".name", name, "expected a name (a letter, then letters, digits, - or _)")
+        unknown = sorted(set(table) - set(KEYS))
+        if unknown:
+            raise ConfigError(f"{label}.{unknown[0]}", table[unknown[0]], f"unknown key; the keys: {', '.join(KEYS)}")
+        if not all(isinstance(v, str) for v in table.values()):
+            key = next(k for k, v in table.items() if not isinstance(v, str))
+            raise ConfigError(f"{label}.{key}", table[key], "expected text")
+        ways = [k for k in ("slurm_conf", "host", "rest_url") if table.get(k)]
+        if len(ways) != 1:
+            why = "give exactly one of slurm_conf (a slurm.conf here), host (an SSH login) or rest_url (slurmrestd)"
+            raise ConfigError(label, ", ".join(ways) or "none", why)
+        if any(c.name == name for c in out):
+            raise ConfigError(label + ".name", name, "two clusters have this name")
+        out.append(Cluster(**table))
+    return out
+
+
+def user_clusters() -> list[Cluster]:
+    from ti_slurm.userconfig import read_user_config, user_config_path
+
+    return parse_clusters(read_user_config().get("cluster", []), user_config_path())
+
+
+def find_cluster(name: str, clusters: Sequence[Cluster] | None = None) -> Cluster:
+    clusters = user_clusters() if clusters is None else clusters
+    for cluster in clusters:
+        if cluster.name == name:
+            return cluster
+    have = ", ".join(c.name for c in clusters) or "none: add [[cluster]] tables to your user config (docs/clusters.md)"
+    raise ConfigError("cluster", name, f"no such cluster (yours: {have})")
+
+
+def cluster_environment(cluster: Cluster, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment this machine's Slurm commands need to talk to ``cluster`` (``slurm_conf`` clusters)."""
+    env = dict(environ)
+    env["SLURM_CONF"] = cluster.slurm_conf
+    if cluster.bin_dir:
+        env["PATH"] = f"{cluster.bin_dir}:{env.get('PATH', '')}"
+    return env
+
+
+def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config: str | None = None) -> Backend:
+    """The backend that reaches ``cluster``."""
+    from ti_slurm.backends import get_backend
+
+    if cluster.rest_url:
+        from ti_slurm.backends.rest import RestBackend
+
+        return RestBackend(cluster.rest_url, cluster.rest_token or None)
+    if cluster.host:
+        return get_backend("ssh", cluster.host, accept_new_host_key, ssh_config)
+    from ti_slurm.backends.slurm import SlurmBackend
+    from ti_slurm.core.environ import job_environment
+    from ti_slurm.transports import LocalTransport
+
+    def run(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+        env = cluster_environment(cluster, job_environment(os.environ))
+        try:
+            return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False, env=env,
+                                  timeout=60)  # fmt: skip
+        except FileNotFoundError:
+            raise BackendError(f"{argv[0]}: not found for cluster {cluster.name} (its bin_dir?)") from None
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"{argv[0]} on cluster {cluster.name} did not answer within 60 s") from None
+
+    backend = SlurmBackend(LocalTransport(run))
+    backend.queue_key = cluster.slurm_conf
+    return backend
+
+
+# -- which cluster would start a job first ---------------------------------------------------------------------
+_START = re.compile(r"to start at (\S+) using \d+ processors on nodes? (\S+) in partition (\S+)")
+
+
+def parse_test_only(text: str) -> tuple[str, str] | None:
+    """``sbatch --test-only``'s answer: (when, partition), or None when it says no start."""
+    found = _START.search(text)
+    return (found[1], found[3]) if found else None
+
+
+@dataclass
+class Estimate:
+    cluster: Cluster
+    start: str = ""  # when it would start (Slurm's time: 2026-12-05T11:30:00), "" when not known
+    why: str = ""  # why not known / not answering
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.start) or not self.why
+
+
+def estimate(cluster: Cluster, script: str, nodes: int, partition: str) -> Estimate:
+    """When ``cluster`` would start a job (its rendered ``script``, ``nodes`` nodes in ``partition``)."""
+    try:
+        backend = open_cluster(cluster)
+        if cluster.rest_url:
+            free = free_nodes(backend)
+            idle = free.get(partition) if partition else max(free.values(), default=0)
+            return Estimate(cluster, "now" if idle is not None and idle >= nodes else "", "" if free else "no answer")
+        from ti_slurm.backends.slurm import SlurmBackend
+
+        assert isinstance(backend, SlurmBackend)
+        done = backend.transport.run(["sbatch", "--test-only"], script)
+        found = parse_test_only(done.stdout + done.stderr)
+        if found is None:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            return Estimate(cluster, "", said[-1] if said else f"sbatch --test-only exited {done.returncode}")
+        return Estimate(cluster, found[0])
+    except TiSlurmError as exc:
+        return Estimate(cluster, "", str(exc))
+
+
+def free_nodes(backend: Backend) -> dict[str, int]:
+    """Idle nodes per partition (``sinfo``, or what slurmrestd says of the nodes)."""
+    from ti_slurm.backends.rest import RestBackend
+
+    if isinstance(backend, RestBackend):
+        return backend.idle_nodes()
+    from ti_slurm.backends.slurm import SlurmBackend, checked_stdout
+
+    assert isinstance(backend, SlurmBackend)
+    text = checked_stdout(backend.transport.run(["sinfo", "-h", "-o", "%P %t %D"], None), "sinfo")
+    return parse_idle(text)
+
+
+def parse_idle(text: str) -> dict[str, int]:
+    """``sinfo -h -o '%P %t %D'``: idle nodes per partition (every partition named, 0 when none is idle)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue
+        name = parts[0].rstrip("*")
+        out[name] = out.get(name, 0) + (int(parts[2]) if parts[1] == "idle" else 0)
+    return out
+
+
+def earliest(estimates: Sequence[Estimate]) -> Estimate | None:
+    """The estimate that starts first: "now" before any time, a time before none; None when none answered."""
+    answered = [e for e in estimates if e.start]
+    if not answered:
+        return None
+    return min(answered, key=lambda e: ("" if e.start == "now" else e.start))
+
+
+def ask_all(clusters: Sequence[Cluster], ask: Any) -> list[Any]:
+    """``ask(cluster)`` for every cluster at once; one that has not answered within :data:`ASK_TIMEOUT` is None
+    (its thread is left behind: it holds nothing up, not even this process's exit)."""
+    import threading
+    import time
+
+    answers: list[Any] = [None] * len(clusters)
+
+    def one(k: int) -> None:
+        try:
+            answers[k] = ask(clusters[k])
+        except TiSlurmError as exc:
+            answers[k] = Estimate(clusters[k], "", str(exc))
+
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(len(clusters))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + ASK_TIMEOUT
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return list(answers)
+
+
+def with_defaults(spec: Any, cluster: Cluster) -> Any:
+    """``spec`` (a JobSpec) with the cluster's partition, account and QoS where it sets none."""
+    return spec.model_copy(update={k: v for k, v in cluster.defaults().items() if not getattr(spec, k)})
+
+
+def choose_cluster(spec: Any, name: str) -> tuple[Cluster, str]:
+    """The cluster a submit goes to (``name``, or ``auto``: the one that would start ``spec`` first) and, for
+    ``auto``, the line that says why."""
+    clusters = user_clusters()
+    if name != "auto":
+        return find_cluster(name, clusters), ""
+    if not clusters:
+        raise ConfigError("cluster", name, "no clusters to choose from: add [[cluster]] tables to your user config")
+    from ti_slurm.planning import plan_job
+    from ti_slurm.script import render
+
+    def ask(cluster: Cluster) -> Estimate:
+        job_plan = plan_job(with_defaults(spec, cluster))
+        partition = job_plan.partition or job_plan.components[0].partition or ""
+        return estimate(cluster, render(job_plan), sum(c.nodes for c in job_plan.components), partition)
+
+    answers = ask_all(clusters, ask)
+    estimates = [a if a is not None else Estimate(c, "", f"no answer within {ASK_TIMEOUT:.0f} s")
+                 for c, a in zip(clusters, answers, strict=True)]  # fmt: skip
+    best = earliest(estimates)
+    if best is None:
+        said = "; ".join(f"{e.cluster.name}: {e.why or 'no start time'}" for e in estimates)
+        raise BackendError(f"no cluster says when the job would start ({said})")
+    others = "; ".join(
+        f"{e.cluster.name}: {'at ' + e.start if e.start and e.start != 'now' else e.start or e.why or 'later'}"
+        for e in estimates if e is not best
+    )  # fmt: skip
+    when = "now" if best.start == "now" else f"at {best.start}"
+    return best.cluster, f"to cluster {best.cluster.name}: it would start the job {when}" + (
+        f" ({others})" if others else ""
+    )
