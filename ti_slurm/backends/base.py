@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ti_slurm.core.errors import SpecError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
+
+if TYPE_CHECKING:
+    from ti_slurm.transports import Transport
 
 
 @dataclass
@@ -128,6 +131,36 @@ class SubmitsInOneStep:
         from ti_slurm.core.errors import ConfigError
 
         raise ConfigError("sync", local, "uploads to a login node: give a host too")
+
+
+class ControllerQueue:
+    """What a backend in front of a Slurm controller shares, however it asks: the queue states of many jobs
+    from one answer for all of the user's (its ``user_queue``), and the job's files read through its
+    ``transport`` (here or on the shared filesystem, or over SSH)."""
+
+    transport: Transport
+
+    def user_queue(self) -> dict[str, JobInfo]:
+        raise NotImplementedError
+
+    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
+        """The controller's entries for ``jobs``: one question for all of them (see :meth:`user_queue`)."""
+        if not jobs:
+            return {}
+        held = self.user_queue()
+        return {j.job_id: held[j.job_id] for j in jobs if j.job_id in held}
+
+    def batch_log(self, paths: JobPaths) -> str:
+        return paths.batch_output  # sbatch's --output, the submit's standard_output
+
+    def read_text(self, path: str) -> str | None:
+        return self.transport.read_text(path)
+
+    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+        return self.transport.read_bytes(path, offset, size)
+
+    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
+        return self.transport.read_end(path, size)
 
 
 MIN_FREE_KIB = 1024  # an output directory with less free space cannot hold a job's records and first logs

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ti_slurm.backends.base import JobInfo, SubmitsInOneStep, make_output_dir
+from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, make_output_dir
 from ti_slurm.backends.slurm import add_queue_entry
 from ti_slurm.core.environ import job_environment
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
@@ -231,7 +231,7 @@ def refused_token(status: int, payload: Any) -> bool:
     return status == 500 and any(word in said for word in REFUSED_WORDS)
 
 
-class RestBackend(SubmitsInOneStep):
+class RestBackend(ControllerQueue, SubmitsInOneStep):
     """Slurm through slurmrestd."""
 
     name = "rest"
@@ -355,12 +355,6 @@ class RestBackend(SubmitsInOneStep):
                                 self.dialect.state(job), str(job.get("state_reason", "")))
         return out
 
-    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
-        if not jobs:
-            return {}
-        held = self.user_queue()
-        return {j.job_id: held[j.job_id] for j in jobs if j.job_id in held}
-
     def find_by_comment(self, comment: str) -> str | None:
         for job in self.load_jobs():
             state = JobState.from_slurm(self.dialect.state(job))
@@ -379,15 +373,3 @@ class RestBackend(SubmitsInOneStep):
 
     def cancel(self, job: JobInfo) -> None:
         self.client.request("DELETE", self.api(f"job/{job.job_id}"))
-
-    def batch_log(self, paths: JobPaths) -> str:
-        return paths.batch_output
-
-    def read_text(self, path: str) -> str | None:
-        return self.transport.read_text(path)
-
-    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        return self.transport.read_bytes(path, offset, size)
-
-    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
-        return self.transport.read_end(path, size)

@@ -17,11 +17,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ti_slurm.backends.base import (
-    JobInfo,
-    SubmitsInOneStep,
-    make_output_dir,
-)
+from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, make_output_dir
 from ti_slurm.core.errors import BackendError, SubmissionError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
@@ -121,7 +117,7 @@ def add_queue_entry(out: dict[str, JobInfo], entry: JobInfo, slurm_state: str, r
 SBATCH_ARGV = ("sbatch", "--parsable")
 
 
-class SlurmBackend(SubmitsInOneStep):
+class SlurmBackend(ControllerQueue, SubmitsInOneStep):
     """The Slurm command-line tools, here or through a runner (SSH)."""
 
     name = "slurm"
@@ -187,13 +183,6 @@ class SlurmBackend(SubmitsInOneStep):
         checked_stdout(res, "scontrol show job")
         return parse_scontrol_jobs(jobs, int(uid))
 
-    def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
-        """The controller's entries for ``jobs``: one call for all of them (see :meth:`user_queue`)."""
-        if not jobs:
-            return {}
-        held = self.user_queue()
-        return {j.job_id: held[j.job_id] for j in jobs if j.job_id in held}
-
     def find_by_comment(self, comment: str) -> str | None:
         """A queued job of this user whose comment is ``comment`` (for safe retries)."""
         found = parse_comments(self._ok(["squeue", "--me", "-h", "-o", COMMENTS_FORMAT]))
@@ -208,15 +197,3 @@ class SlurmBackend(SubmitsInOneStep):
 
     def cancel(self, job: JobInfo) -> None:
         self._ok(["scancel", job.job_id])
-
-    def batch_log(self, paths: JobPaths) -> str:
-        return paths.batch_output  # sbatch's --output
-
-    def read_text(self, path: str) -> str | None:
-        return self.transport.read_text(path)
-
-    def read_bytes(self, path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-        return self.transport.read_bytes(path, offset, size)
-
-    def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
-        return self.transport.read_end(path, size)
