@@ -138,13 +138,13 @@ def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config
 
 
 # -- which cluster would start a job first ---------------------------------------------------------------------
-_START = re.compile(r"to start at (\S+) using \d+ processors on nodes? (\S+) in partition (\S+)")
+_START = re.compile(r"to start at (\S+) .*?in partition (\S+)")  # 25.11 says "at <time> a using ..."
 
 
 def parse_test_only(text: str) -> tuple[str, str] | None:
     """``sbatch --test-only``'s answer: (when, partition), or None when it says no start."""
     found = _START.search(text)
-    return (found[1], found[3]) if found else None
+    return (found[1], found[2]) if found else None
 
 
 @dataclass

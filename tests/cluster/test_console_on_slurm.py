@@ -58,7 +58,7 @@ def slurm_state(job: str) -> str:
 def follow_in_the_console(page: Page, url: str, job: str, folder: Path) -> None:
     page.goto(url)
     row = page.locator(f'#jobs tr[data-job="{job}"]')
-    expect(row).to_be_visible(timeout=3000)
+    expect(row).to_be_visible(timeout=15000)  # at the list's next refresh at the latest
     row.locator("a").click()
     expect(page.locator("#nodes tbody tr")).to_have_count(2, timeout=30000)  # once its record names the nodes
     page.select_option("#log-node", "ddp-1")

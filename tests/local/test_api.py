@@ -119,7 +119,8 @@ def test_errors_are_exceptions_with_the_line_the_cli_prints(tmp_path: Path) -> N
         ti_slurm.submit(path, backend="local")
     assert run_cli("submit", "--local", str(path)).stderr == f"ti-slurm: error: {err.value}\n"
     assert (err.value.field, err.value.value) == ("head.cpus_per_node", 0.7)
-    with pytest.raises(ti_slurm.ConfigError, match=r"^backend: 'lsf': expected one of: slurm, pyslurm, local, ssh$"):
+    expected = r"^backend: 'lsf': expected one of: slurm, pyslurm, rest, local, ssh$"
+    with pytest.raises(ti_slurm.ConfigError, match=expected):
         ti_slurm.submit(spec(tmp_path, mode="ddp", nodes=1, command="true"), backend="lsf")
     with pytest.raises(ti_slurm.UnknownJobError, match="unknown local job"):
         ti_slurm.get_job("local-1")
