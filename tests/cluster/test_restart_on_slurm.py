@@ -582,11 +582,17 @@ def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> N
 def test_a_ps_worker_job_restarts_in_place_ps_and_workers_together(tmp_path: Path) -> None:
     marker = f"sleep 9{uuid.uuid4().int % 1000:03d}"
     attempt = "attempt $TI_SLURM_RESTART_COUNT"
-    worker = f'if [ "$TI_SLURM_RESTART_COUNT" = 0 ] && [ "$INDEX" = 2 ]; then exit 4; fi; echo "$INDEX {attempt}"'
+    # the workers start once the ps is up, as they would connect to it (else, on a loaded machine, the workers of
+    # the second attempt may end the job before its ps has said a word)
+    up = '"$TI_SLURM_JOB_DIR/ps-up-$TI_SLURM_RESTART_COUNT"'
+    worker = (
+        f'if [ "$TI_SLURM_RESTART_COUNT" = 0 ] && [ "$INDEX" = 2 ]; then exit 4; fi; '
+        f'while [ ! -e {up} ]; do sleep 0.2; done; echo "$INDEX {attempt}"'
+    )
     spec = api_spec(
         tmp_path,
         mode="ps-worker",
-        command=f'if [ "$TI_SLURM_ROLE" = ps ]; then echo ps {attempt}; exec {marker}; fi; {worker}',
+        command=f'if [ "$TI_SLURM_ROLE" = ps ]; then echo ps {attempt}; touch {up}; exec {marker}; fi; {worker}',
         ps={"nodes": 1},
         worker={"nodes": 2},
         restart={"max": 0, "on": ["failure"], "in_place": 1},
