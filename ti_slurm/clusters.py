@@ -153,10 +153,6 @@ class Estimate:
     start: str = ""  # when it would start (Slurm's time: 2026-12-05T11:30:00), "" when not known
     why: str = ""  # why not known / not answering
 
-    @property
-    def answered(self) -> bool:
-        return bool(self.start) or not self.why
-
 
 def estimate(cluster: Cluster, script: str, nodes: int, partition: str) -> Estimate:
     """When ``cluster`` would start a job (its rendered ``script``, ``nodes`` nodes in ``partition``)."""

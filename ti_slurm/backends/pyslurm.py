@@ -33,11 +33,9 @@ from ti_slurm.core.environ import job_environment, leaking
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.slurm.request import MANAGED, Value, component_options
+from ti_slurm.slurm.request import MANAGED, USE_INSTEAD, Value, component_options
 from ti_slurm.slurm.text import array_task_ids, parse_version, sinfo_text
 from ti_slurm.transports import run_local
-
-USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
 
 
 def pyslurm_mismatch(slurm_version: str | None = None) -> str | None:

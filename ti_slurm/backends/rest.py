@@ -259,11 +259,11 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         from ti_slurm.queue import shared_text
 
         key = f"rest-version-{self.client.url}".replace("/", "_").replace(":", "_")
-        found = shared_text(key, VERSION_MAX_AGE, self.ask_version) or self.ask_version(refuse=True)
-        self._version = found
-        return found
+        found = shared_text(key, VERSION_MAX_AGE, self.ask_version)  # a refusal raises: nothing is remembered
+        self._version = found or self.ask_version()
+        return self._version
 
-    def ask_version(self, refuse: bool = False) -> str:
+    def ask_version(self) -> str:
         served: list[str] = []
         for path in ("/openapi/v3", "/openapi"):
             try:
@@ -273,11 +273,11 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             if served:
                 break
         chosen = rest.pick_version(served)
-        if chosen is None and refuse:
+        if chosen is None:
             have = ", ".join(served) or "no slurm API version"
             raise BackendError(f"slurmrestd at {self.client.url} serves {have}; ti-slurm needs one of"
                                f" {', '.join(rest.KNOWN)} (Slurm 22.05 or later)")
-        return chosen or ""
+        return chosen
 
     def api(self, path: str) -> str:
         return f"/slurm/{self.version()}/{path}"

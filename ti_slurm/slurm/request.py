@@ -19,6 +19,7 @@ from ti_slurm.core.paths import BATCH_OUTPUT
 from ti_slurm.core.plan import Component, JobPlan
 
 Value = str | int | bool  # True: a flag (``--no-kill``)
+USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"  # said by a backend that cannot ask for it
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ from typing import Any
 from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.slurm.request import Value, component_options
+from ti_slurm.slurm.request import USE_INSTEAD, Value, component_options
 from ti_slurm.slurm.text import gres_counts, time_minutes
-
-USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"
 
 
 class Dialect:
