@@ -161,7 +161,7 @@ def case_hostlist(repeat: int) -> list[Row]:
 def case_code_snapshot(tmp: Path, files: int = 10_000) -> list[Row]:
     """The tenth submit of an unchanged 10,000-file checkout: ti-slurm's snapshot (an index of unchanged files,
     one shared tree) beside submitit's RsyncSnapshot (rsync of git's files into a new directory each time)."""
-    from ti_slurm.packager import take
+    from ti_slurm.submitting.packager import take
 
     repo = tmp / "snapshot-repo"
     for i in range(files):
@@ -230,9 +230,9 @@ def case_scale(repeat: int) -> list[Row]:
     from ti_slurm.core.environ import MAX_ENV_STRING
     from ti_slurm.job.contract import node_contract
     from ti_slurm.job.modes import get_mode
-    from ti_slurm.planning import make_plan
-    from ti_slurm.script import render
-    from ti_slurm.spec import parse_spec
+    from ti_slurm.submitting.planning import make_plan
+    from ti_slurm.submitting.script import render
+    from ti_slurm.submitting.spec import parse_spec
 
     rows = []
     previous = None
@@ -929,7 +929,7 @@ def controller_queries(fn: Callable[[], object]) -> tuple[int, dict[str, int]]:
 
 def case_status(repeat: int, tmp: Path, jobs: int = 200) -> list[Row]:
     from ti_slurm.backends.base import JobInfo
-    from ti_slurm.registry import remember
+    from ti_slurm.follow.registry import remember
 
     state = tmp / "status-state"
     os.environ["XDG_STATE_HOME"] = str(state)
@@ -1104,8 +1104,8 @@ def case_ssh_submit(repeat: int, tmp: Path) -> list[Row]:
         base = median(lambda: sh(["ssh", "-F", str(config), "login", "sbatch", "--parsable"], input=script), repeat)
         session = SSHSession(parse_target("login", str(config)))
         from ti_slurm.backends.ssh import SSHBackend
-        from ti_slurm.planning import plan_job
-        from ti_slurm.spec import load_spec
+        from ti_slurm.submitting.planning import plan_job
+        from ti_slurm.submitting.spec import load_spec
 
         SSHBackend(session).submit(plan_job(load_spec(spec), submission="bench", remote=True), script)
         trips = session.round_trips

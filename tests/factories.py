@@ -7,8 +7,8 @@ from typing import Any
 
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.site import SiteConfig
-from ti_slurm.planning import make_plan
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.spec import parse_spec
 
 # the smallest spec of each mode, two nodes (or roles) each
 MODE_SPECS: dict[str, dict[str, Any]] = {

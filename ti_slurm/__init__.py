@@ -30,11 +30,11 @@ _LAZY = {
     "plan": "ti_slurm.client",
     "load": "ti_slurm.client",
     "Job": "ti_slurm.client",
-    "JobStatus": "ti_slurm.status",
-    "ComponentStatus": "ti_slurm.status",
-    "AttemptStatus": "ti_slurm.status",
+    "JobStatus": "ti_slurm.follow.status",
+    "ComponentStatus": "ti_slurm.follow.status",
+    "AttemptStatus": "ti_slurm.follow.status",
     "JobState": "ti_slurm.core.states",
-    "JobSpec": "ti_slurm.spec",
+    "JobSpec": "ti_slurm.submitting.spec",
     "JobPlan": "ti_slurm.core.plan",
     "TiSlurmError": "ti_slurm.core.errors",
     "InputError": "ti_slurm.core.errors",
@@ -84,8 +84,8 @@ if TYPE_CHECKING:
     )
     from ti_slurm.core.plan import JobPlan
     from ti_slurm.core.states import JobState
-    from ti_slurm.spec import JobSpec
-    from ti_slurm.status import AttemptStatus, ComponentStatus, JobStatus
+    from ti_slurm.follow.status import AttemptStatus, ComponentStatus, JobStatus
+    from ti_slurm.submitting.spec import JobSpec
     from ti_slurm.sweeps import Sweep, SweepStatus, get_sweep, sweep
     from ti_slurm.version import __version__ as __version__
 

@@ -27,7 +27,7 @@ from ti_slurm.version import __version__
 if TYPE_CHECKING:
     from ti_slurm.client import Job
     from ti_slurm.core.plan import JobPlan
-    from ti_slurm.status import JobStatus
+    from ti_slurm.follow.status import JobStatus
 
 
 class _Parser(argparse.ArgumentParser):
@@ -261,7 +261,7 @@ def follow(job: Job, timeout: float | None = None) -> int:
     The exit code: 0 if it COMPLETED, 1 if it ended otherwise, 124 past ``timeout``, 130 on Ctrl-C
     (the job keeps running in both).
     """
-    from ti_slurm.status import progress_line
+    from ti_slurm.follow.status import progress_line
 
     def show(status: JobStatus) -> None:
         print(f"ti-slurm: job {job.id}: {progress_line(status)}", file=sys.stderr, flush=True)
@@ -324,7 +324,7 @@ def find_sweep(args: argparse.Namespace) -> Any:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ti_slurm.status import format_status
+    from ti_slurm.follow.status import format_status
 
     sweep = find_sweep(args)
     if sweep is not None:
@@ -338,7 +338,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:  # the data of Job.status(), as it is (what each node used: job.usage())
         print(status.to_json())
         return 0
-    from ti_slurm.usage import summary_lines
+    from ti_slurm.follow.usage import summary_lines
 
     usage = job.usage(status) if status.components and status.state.is_terminal else []
     print("\n".join([format_status(status), *summary_lines(usage)]))
@@ -346,8 +346,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from ti_slurm.status import progress_line
-    from ti_slurm.usage import top_table
+    from ti_slurm.follow.status import progress_line
+    from ti_slurm.follow.usage import top_table
 
     job = find_job(args)
     while True:
@@ -409,7 +409,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.client import jobs
     from ti_slurm.core.states import tally_line
-    from ti_slurm.status import in_state, job_groups
+    from ti_slurm.follow.status import in_state, job_groups
 
     statuses = jobs(host=args.host, **ssh_options(args))
     rows: list[list[str]] = []  # newest first; a sweep is one row, its points under it with --points
@@ -439,14 +439,14 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from ti_slurm.starter import starter
+    from ti_slurm.help.starter import starter
 
     print(starter(args.mode, args.platform), end="")
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from ti_slurm.schema import schema_text
+    from ti_slurm.help.schema import schema_text
 
     sys.stdout.write(schema_text())
     return 0
@@ -488,7 +488,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ti_slurm.doctor import doctor
+    from ti_slurm.admin.doctor import doctor
 
     return doctor()
 

@@ -34,8 +34,8 @@ from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.spec import JobSpec, load_spec, parse_spec, with_after
-from ti_slurm.status import JobStatus, job_status
+from ti_slurm.follow.status import JobStatus, job_status
+from ti_slurm.submitting.spec import JobSpec, load_spec, parse_spec, with_after
 
 if TYPE_CHECKING:
     pass
@@ -61,14 +61,14 @@ def load(spec: SpecLike) -> JobSpec:
 
 def plan(spec: SpecLike, *, python: str | None = None, remote: bool = False) -> JobPlan:
     """The plan ``submit`` would send: site config applied, paths absolute, sizes checked."""
-    from ti_slurm.planning import plan_job
+    from ti_slurm.submitting.planning import plan_job
 
     return plan_job(load(spec), remote=remote, python=python)
 
 
 def render(spec: SpecLike, *, python: str | None = None) -> str:
     """The sbatch script ``submit`` would send (a dry run)."""
-    from ti_slurm.script import render as render_plan
+    from ti_slurm.submitting.script import render as render_plan
 
     return render_plan(plan(spec, python=python))
 
@@ -85,7 +85,7 @@ def default_backend() -> str:
     unless the admin chose)."""
     from ti_slurm.core.choices import NAMED_BACKENDS
     from ti_slurm.core.site import load_site_config
-    from ti_slurm.userconfig import user_backend, user_config_path
+    from ti_slurm.submitting.userconfig import user_backend, user_config_path
 
     own = user_backend()
     if own and own not in NAMED_BACKENDS:
@@ -122,11 +122,13 @@ def submit(
     this process or another. ``after`` (jobs or their ids) makes it a pipeline's next step: it starts once
     they ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``. ``cluster`` names one
     of the user config's clusters (docs/clusters.md), or ``"auto"``: the one that would start the job first
-    (:attr:`Job.placement` says why).
+    (:attr:`Job.placement` says why); the spec's ``cluster:`` when neither it nor a backend or host is given.
     """
     check_host(host)
     job_spec = load(spec)
     placement = target = ""
+    if not cluster and not (backend or host):  # the spec's `cluster:`, unless told where in the call
+        cluster = job_spec.cluster
     if cluster:
         if backend or host:
             why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
@@ -171,7 +173,7 @@ def choose_backend(
     """The backend a submit goes through, and the login node it reaches ("" for this machine): ``host``, else the
     spec's ``remote.host`` and then the user config's, unless ``backend`` is named."""
     if host is None:
-        from ti_slurm.userconfig import user_remote_host
+        from ti_slurm.submitting.userconfig import user_remote_host
 
         host = "" if backend else (spec.remote.host if spec.remote else "") or user_remote_host()
     if host and backend not in (None, "slurm", "ssh"):
@@ -185,7 +187,7 @@ def choose_backend(
 def after_ids(after: Sequence[object]) -> list[str]:
     """The Slurm job ids ``after`` names: jobs, their ids, and sweeps (a job array's id waits for all of its
     tasks; a sweep of separate jobs is each of them)."""
-    from ti_slurm.registry import sweep_job_ids
+    from ti_slurm.follow.registry import sweep_job_ids
 
     ids: list[Any] = []  # what is no id as text is with_after's to refuse, in one line
     for item in after:
@@ -205,8 +207,8 @@ def submit_to(
 ) -> tuple[JobInfo, int | None]:
     """Plan, render and submit through ``backend``'s submit seam; the job, and how many files ``sync`` sent.
     ``shape`` makes the plan what is submitted (a sweep's array, or one of its points)."""
-    from ti_slurm.planning import plan_job
-    from ti_slurm.script import render as render_plan
+    from ti_slurm.submitting.planning import plan_job
+    from ti_slurm.submitting.script import render as render_plan
 
     job_plan, synced = None, None
     if sync:  # the files must be there before the job is
@@ -218,7 +220,7 @@ def submit_to(
     try:
         job_plan = job_plan or plan_job(spec, remote=remote, submission=submission)
         if spec.code and not remote:  # the code as it is now is what every node of every attempt runs
-            from ti_slurm.packager import snapshot_plan
+            from ti_slurm.submitting.packager import snapshot_plan
 
             job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
         if shape is not None:
@@ -234,7 +236,7 @@ def submit_to(
 def remember_job(info: JobInfo, backend: Backend) -> None:
     """Record the job for :func:`get_job` and :func:`jobs`; a failure is a warning (the job runs all the same:
     never a reason to submit it again)."""
-    from ti_slurm.registry import remember
+    from ti_slurm.follow.registry import remember
 
     try:
         remember(info)
@@ -255,7 +257,7 @@ def get_job(
     job_id: str, *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
 ) -> Job:
     """The handle of a job submitted earlier: from this account's records, else asked of the scheduler."""
-    from ti_slurm.registry import recall
+    from ti_slurm.follow.registry import recall
 
     check_job_id(job_id)
     check_host(host)
@@ -320,7 +322,7 @@ def jobs(
     Jobs whose own record has ended need no query; one shared queue query per
     backend and host serves all the others.
     """
-    from ti_slurm.registry import recall_all
+    from ti_slurm.follow.registry import recall_all
 
     check_host(host)
     infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)  # oldest first
@@ -353,9 +355,9 @@ def _statuses(group: list[JobInfo], name: str, host: str, cluster: str, **option
 
 def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: float | None = None) -> list[JobStatus]:
     """The status of jobs of ``backend``: their records, and for the unended one shared queue answer at most
-    ``max_age`` old (default: :data:`~ti_slurm.queue.SHARED_MAX_AGE`)."""
-    from ti_slurm.queue import SHARED_MAX_AGE, SharedQueue
-    from ti_slurm.status import recorded_end
+    ``max_age`` old (default: :data:`~ti_slurm.follow.queue.SHARED_MAX_AGE`)."""
+    from ti_slurm.follow.queue import SHARED_MAX_AGE, SharedQueue
+    from ti_slurm.follow.status import recorded_end
 
     records = {j.job_id: read_events(backend, j) for j in group}
     unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
@@ -378,7 +380,7 @@ class _Follower:
     """
 
     def __init__(self, job: Job) -> None:
-        from ti_slurm.queue import FOLLOW_FIRST, UserQueue
+        from ti_slurm.follow.queue import FOLLOW_FIRST, UserQueue
 
         self.job = job
         self.interval = FOLLOW_FIRST
@@ -391,8 +393,8 @@ class _Follower:
         self.asks_controller = isinstance(job.backend, UserQueue)  # else asking costs nothing: ask every time
 
     def status(self, ask_now: bool = False) -> JobStatus:
-        from ti_slurm.queue import FOLLOW_MAX, RECORD_STALE, SHARED_MAX_AGE
-        from ti_slurm.status import recorded_end
+        from ti_slurm.follow.queue import FOLLOW_MAX, RECORD_STALE, SHARED_MAX_AGE
+        from ti_slurm.follow.status import recorded_end
 
         job = self.job
         events = read_events(job.backend, job.info)
@@ -435,11 +437,11 @@ class Job:
     Following it (:meth:`wait`, :meth:`logs` with ``follow``) reads the job's own
     record; the scheduler is asked only to tell pending from running and to
     learn that the job left the queue without a final record, and then rarely
-    (see :mod:`ti_slurm.queue`).
+    (see :mod:`ti_slurm.follow.queue`).
     """
 
     def __init__(self, info: JobInfo, backend: Backend) -> None:
-        from ti_slurm.queue import SharedQueue
+        from ti_slurm.follow.queue import SharedQueue
 
         self.info, self.backend = info, backend
         self.queue = SharedQueue(backend, info.host or (f"cluster:{info.cluster}" if info.cluster else ""))
@@ -471,11 +473,11 @@ class Job:
         """Follow the job until it ends; return its final status (a failed job raises nothing).
 
         ``on_change`` is called with the status whenever its progress line changes
-        (:func:`ti_slurm.status.progress_line`). Past ``timeout`` seconds, a
+        (:func:`ti_slurm.follow.status.progress_line`). Past ``timeout`` seconds, a
         :class:`TimeoutError` is raised and the job keeps running.
         """
-        from ti_slurm.queue import follow_until_settled
-        from ti_slurm.status import progress_line
+        from ti_slurm.follow.queue import follow_until_settled
+        from ti_slurm.follow.status import progress_line
 
         if timeout is not None and (not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0):
             raise ConfigError("timeout", timeout, "expected seconds (a number, 0 or more), or None: until it ends")
@@ -487,9 +489,9 @@ class Job:
         return follow_until_settled(follower.status, progress_line, on_change, timeout, stuck, (0.2, RECORD_POLL_MAX))
 
     def usage(self, status: JobStatus | None = None) -> list[Any]:
-        """What each node of the latest attempt used (:class:`ti_slurm.usage.NodeUsage`: CPU, memory, GPUs), as
+        """What each node of the latest attempt used (:class:`ti_slurm.follow.usage.NodeUsage`: CPU, memory, GPUs), as
         sampled while it ran; nodes with no sample yet are left out."""
-        from ti_slurm.usage import NodeUsage
+        from ti_slurm.follow.usage import NodeUsage
 
         status = status or self.status()
         paths = JobPaths(status.job_dir)
@@ -504,7 +506,7 @@ class Job:
 
     def cancel(self) -> None:
         """Ask the scheduler to cancel the job (every node's processes are stopped)."""
-        from ti_slurm.registry import note_cancelled
+        from ti_slurm.follow.registry import note_cancelled
 
         self.backend.cancel(self.info)
         note_cancelled(self.id)

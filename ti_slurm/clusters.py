@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ti_slurm.backends.base import Backend
+from ti_slurm.core.choices import AUTO_CLUSTER, CLUSTER_NAME_PATTERN
 from ti_slurm.core.errors import BackendError, ConfigError, TiSlurmError
 
 ASK_TIMEOUT = 8.0  # seconds a cluster has to answer `clusters` and `--cluster auto`
-NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+NAME = re.compile(CLUSTER_NAME_PATTERN)
 KEYS = ("name", "slurm_conf", "bin_dir", "host", "rest_url", "rest_token", "partition", "account", "qos")
 
 
@@ -85,7 +86,7 @@ def parse_clusters(tables: object, where: str) -> list[Cluster]:
 
 
 def user_clusters() -> list[Cluster]:
-    from ti_slurm.userconfig import read_user_config, user_config_path
+    from ti_slurm.submitting.userconfig import read_user_config, user_config_path
 
     return parse_clusters(read_user_config().get("cluster", []), user_config_path())
 
@@ -119,18 +120,10 @@ def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config
     if cluster.host:
         return get_backend("ssh", cluster.host, accept_new_host_key, ssh_config)
     from ti_slurm.backends.slurm import SlurmBackend
-    from ti_slurm.core.environ import job_environment
-    from ti_slurm.transports import LocalTransport
+    from ti_slurm.transports import LocalTransport, run_local
 
     def run(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        env = cluster_environment(cluster, job_environment(os.environ))
-        try:
-            return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False, env=env,
-                                  timeout=60)  # fmt: skip
-        except FileNotFoundError:
-            raise BackendError(f"{argv[0]}: not found for cluster {cluster.name} (its bin_dir?)") from None
-        except subprocess.TimeoutExpired:
-            raise BackendError(f"{argv[0]} on cluster {cluster.name} did not answer within 60 s") from None
+        return run_local(argv, stdin, cluster_environment(cluster, os.environ), timeout=60, cluster=cluster.name)
 
     backend = SlurmBackend(LocalTransport(run))
     backend.queue_key = cluster.slurm_conf
@@ -240,12 +233,12 @@ def choose_cluster(spec: Any, name: str) -> tuple[Cluster, str]:
     """The cluster a submit goes to (``name``, or ``auto``: the one that would start ``spec`` first) and, for
     ``auto``, the line that says why."""
     clusters = user_clusters()
-    if name != "auto":
+    if name != AUTO_CLUSTER:
         return find_cluster(name, clusters), ""
     if not clusters:
         raise ConfigError("cluster", name, "no clusters to choose from: add [[cluster]] tables to your user config")
-    from ti_slurm.planning import plan_job
-    from ti_slurm.script import render
+    from ti_slurm.submitting.planning import plan_job
+    from ti_slurm.submitting.script import render
 
     def ask(cluster: Cluster) -> Estimate:
         job_plan = plan_job(with_defaults(spec, cluster))

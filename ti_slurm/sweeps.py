@@ -38,7 +38,7 @@ from ti_slurm.core.errors import ConfigError, SpecError, SubmissionError, TiSlur
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
 from ti_slurm.core.states import JobState, tally, tally_line
-from ti_slurm.status import JobStatus
+from ti_slurm.follow.status import JobStatus
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
 LOCAL_MAX_POINTS = 64  # the local runner starts every point at once: a few processes per node of each
@@ -114,7 +114,7 @@ def _one_variable_each(point: Mapping[str, str], where: str) -> None:
 
 def read_points(path: str) -> list[dict[str, str]]:
     """A points file: a YAML or JSON list of mappings (``- {lr: 0.1, batch: 32}``), values as written."""
-    from ti_slurm.specfile import read_document, read_text_file
+    from ti_slurm.submitting.specfile import read_document, read_text_file
 
     file = Path(path).expanduser()
     text = read_text_file(file, "--points")
@@ -195,7 +195,7 @@ class Sweep:
     @property
     def infos(self) -> list[JobInfo]:
         """Each point's job as the registry has it now (``cancel`` from another process notes it there)."""
-        from ti_slurm.registry import recall
+        from ti_slurm.follow.registry import recall
 
         return [recall(str(p["job_id"])) or _point_info(self.record, p) for p in self.record["points"]]
 
@@ -234,7 +234,7 @@ class Sweep:
         """Follow every point until all ended; the final status (failed points raise nothing). The points'
         records are read every few seconds; the queue is asked for all of them at once, backing off to once
         a minute. Past ``timeout`` seconds, a :class:`TimeoutError` (the points keep running)."""
-        from ti_slurm.queue import FOLLOW_FIRST, FOLLOW_MAX, follow_until_settled
+        from ti_slurm.follow.queue import FOLLOW_FIRST, FOLLOW_MAX, follow_until_settled
 
         interval = FOLLOW_FIRST / 2
 
@@ -250,7 +250,7 @@ class Sweep:
 
     def cancel(self) -> None:
         """Cancel every point still queued or running (a job array at once: ``scancel <array id>``)."""
-        from ti_slurm.registry import note_cancelled
+        from ti_slurm.follow.registry import note_cancelled
 
         infos = self.infos
         unended = [infos[p.index] for p in self.status().points if not p.status.state.is_terminal]
@@ -296,13 +296,16 @@ def sweep(
     arguments are :func:`ti_slurm.submit`'s. A bad grid, or one too large for the cluster's ``MaxArraySize``,
     is one line and nothing is submitted."""
     from ti_slurm.client import after_ids, check_host, choose_backend, load
-    from ti_slurm.spec import with_after
+    from ti_slurm.submitting.spec import with_after
 
     check_host(host)
     grid = grid_points(points) if isinstance(points, Mapping) else checked_points(points)
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 0:
         raise ConfigError("max_parallel", max_parallel, "expected a whole number of points, 0 or more (0: no limit)")
     job_spec = load(spec)
+    if job_spec.cluster and not (backend or host):
+        why = "a sweep runs where the backend or host says, not on a [[cluster]] yet: drop it, or give --backend/--host"
+        raise SpecError("cluster", job_spec.cluster, why)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
     chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
@@ -328,7 +331,7 @@ def sweep(
 
 
 def _heterogeneous(spec: Any) -> bool:
-    from ti_slurm.planning import components
+    from ti_slurm.submitting.planning import components
 
     return len(components(spec)) > 1
 
@@ -425,7 +428,7 @@ def _cancel_all(backend: Backend, infos: list[JobInfo]) -> None:
 def _remember(record: dict[str, Any], infos: list[JobInfo], backend: Backend) -> None:
     """Record the sweep and each point as a job (``status``, ``logs``, ``cancel`` of one point find it)."""
     from ti_slurm.client import remember_job
-    from ti_slurm.registry import remember_sweep
+    from ti_slurm.follow.registry import remember_sweep
 
     for point in record["points"]:
         remember_job(_point_info(record, point), backend)
@@ -454,7 +457,7 @@ def get_sweep(
 ) -> Sweep | None:
     """The sweep ``sweep_id`` submitted from this account (``None``: it is no sweep of this account's)."""
     from ti_slurm.client import check_job_id, open_backend
-    from ti_slurm.registry import recall_sweep
+    from ti_slurm.follow.registry import recall_sweep
 
     check_job_id(sweep_id)
     record = recall_sweep(sweep_id)

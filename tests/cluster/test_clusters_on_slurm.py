@@ -50,9 +50,9 @@ def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
     return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
 
 
-def spec(tmp_path: Path, name: str, command: str = "hostname") -> str:
+def spec(tmp_path: Path, name: str, command: str = "hostname", more: str = "") -> str:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(f"name: {name}\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: {command}\n")
+    path.write_text(f"name: {name}\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: {command}\n{more}")
     return str(path)
 
 
@@ -87,7 +87,7 @@ def test_auto_goes_where_the_job_starts_first_and_list_follows_both(
         assert re.search(r"to cluster new: it would start the job at \S+ \(old: later; gone: ", said), said
     finally:
         subprocess.run(["scancel", filler], check=False)
-    named = run_cli("submit", "--cluster", "old", "--wait", spec(tmp_path, "named"), env=two_clusters)
+    named = run_cli("submit", "--wait", spec(tmp_path, "named", more="cluster: old\n"), env=two_clusters)  # the spec's
     assert named.returncode == 0, named.stderr
     assert named.stdout.split()[0].startswith("old:")
     listed = run_cli("list", env=two_clusters)
@@ -99,6 +99,8 @@ def test_auto_goes_where_the_job_starts_first_and_list_follows_both(
 
 
 def test_a_cluster_not_in_the_config_is_one_line(tmp_path: Path, two_clusters: dict[str, str]) -> None:
+    said = "ti-slurm: error: cluster: 'gpu': no such cluster (yours: old, new, gone)"
     res = run_cli("submit", "--cluster", "gpu", spec(tmp_path, "x"), env=two_clusters)
-    assert res.returncode != 0
-    assert res.stderr.strip() == "ti-slurm: error: cluster: 'gpu': no such cluster (yours: old, new, gone)"
+    assert res.returncode != 0 and res.stderr.strip() == said
+    res = run_cli("submit", spec(tmp_path, "y", more="cluster: gpu\n"), env=two_clusters)  # the spec's own
+    assert res.returncode != 0 and res.stderr.strip() == said

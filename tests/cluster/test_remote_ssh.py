@@ -315,9 +315,9 @@ def test_large_outputs_do_not_deadlock(tmp_path: Path, sshd: Sshd) -> None:
 def test_dropped_connection_after_sbatch_does_not_submit_twice(tmp_path: Path, sshd: Sshd) -> None:
     from ti_slurm.backends.ssh import SSHBackend
     from ti_slurm.core.errors import BackendError
-    from ti_slurm.planning import make_plan
-    from ti_slurm.script import render
-    from ti_slurm.spec import parse_spec
+    from ti_slurm.submitting.planning import make_plan
+    from ti_slurm.submitting.script import render
+    from ti_slurm.submitting.spec import parse_spec
     from ti_slurm.transports.ssh import SSHSession, parse_target
 
     class DropsAfterSbatch(SSHSession):

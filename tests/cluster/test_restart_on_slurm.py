@@ -24,7 +24,7 @@ from tests.cluster.conftest import Island
 from tests.conftest import api_spec, processes_matching, ray_processes, run_cli, slurm_version
 from tests.testcluster import this_cluster
 from ti_slurm import JobState
-from ti_slurm.status import JobStatus
+from ti_slurm.follow.status import JobStatus
 
 # a test that preempts (the urgent job asks for every node of lowprio, exclusively) or kills a node has an island
 # of the cluster to itself (tests/cluster/conftest.py)

@@ -14,9 +14,9 @@ import pytest
 
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.site import SiteConfig
-from ti_slurm.planning import make_plan
-from ti_slurm.script import render
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.script import render
+from ti_slurm.submitting.spec import parse_spec
 
 EXPECTED = Path(__file__).parent / "expected"
 SPECS: dict[str, dict[str, object]] = {

@@ -15,7 +15,7 @@ from tests.conftest import api_spec as spec
 from tests.conftest import run_cli
 from ti_slurm import JobState, JobStatus
 from ti_slurm.client import LOG_CHUNK
-from ti_slurm.status import progress_line
+from ti_slurm.follow.status import progress_line
 
 pytestmark = pytest.mark.usefixtures("own_registry")
 
@@ -168,7 +168,7 @@ def test_following_logs_reads_only_what_was_appended(tmp_path: Path) -> None:
 
 def test_a_job_whose_backend_or_host_cannot_be_reached_does_not_hide_the_others(tmp_path: Path) -> None:
     from ti_slurm.backends import JobInfo
-    from ti_slurm.registry import remember
+    from ti_slurm.follow.registry import remember
 
     job = ti_slurm.submit(spec(tmp_path, name="reachable", mode="mpi", nodes=1, command="true"), backend="local")
     job.wait(timeout=60)

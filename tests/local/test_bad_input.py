@@ -315,8 +315,8 @@ def test_the_queue_cache_is_used_only_when_it_is_private(tmp_path: Path, where: 
     from dataclasses import asdict
 
     from ti_slurm.backends import JobInfo
-    from ti_slurm.queue import cache_key
-    from ti_slurm.registry import remember
+    from ti_slurm.backends.answers import cache_key
+    from ti_slurm.follow.registry import remember
 
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), **fake_scontrol(tmp_path, "4242", "RUNNING")}
     os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]

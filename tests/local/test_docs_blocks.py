@@ -23,8 +23,8 @@ import yaml
 from tests.conftest import ROOT, run_cli
 from tests.docs import BLOCK, PAGES, blocks
 from ti_slurm.cli import build_parser
-from ti_slurm.schema import spec_schema
-from ti_slurm.specfile import _Loader
+from ti_slurm.help.schema import spec_schema
+from ti_slurm.submitting.specfile import _Loader
 
 # fields a fragment (a block showing one feature's fields) is completed with, where it lacks them
 BASE = {"mode": "mode: ddp", "command": "command: python train.py", "nodes": "nodes: 2"}
@@ -90,7 +90,7 @@ def test_every_config_block_is_read_as_printed(
     """A block that says it is the user config is read as one; every other is a site config. The admin page's
     whole example has every value it shows."""
     from ti_slurm.core.site import load_site_config
-    from ti_slurm.userconfig import read_user_config
+    from ti_slurm.submitting.userconfig import read_user_config
 
     if USER_CONFIG.search(body):
         (tmp_path / "ti-slurm").mkdir()

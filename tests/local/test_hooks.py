@@ -224,7 +224,7 @@ def fake_proc(root: Path, chain: list[tuple[int, str]]) -> None:
 
 
 def test_the_hooks_use_the_scontrol_beside_the_slurm_daemon_that_runs_them(tmp_path: Path) -> None:
-    from ti_slurm.hooks import SCONTROL, scontrol_path
+    from ti_slurm.admin.hooks import SCONTROL, scontrol_path
 
     slurm = tmp_path / "opt" / "slurm-25.11"
     (slurm / "bin").mkdir(parents=True)

@@ -230,8 +230,8 @@ def test_local_jobs_pick_ports_nobody_holds(tmp_path: Path, holder: str) -> None
     """On a shared machine another program may hold the port a job number maps to, on any address."""
     from ti_slurm.backends.local import local_job_number
     from ti_slurm.job.contract import job_ports
-    from ti_slurm.planning import make_plan
-    from ti_slurm.spec import parse_spec
+    from ti_slurm.submitting.planning import make_plan
+    from ti_slurm.submitting.spec import parse_spec
 
     plan = make_plan(parse_spec({"mode": "ddp", "nodes": 2, "command": "train"}))
     groups = (("localhost", "localhost"),)

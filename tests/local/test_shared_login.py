@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from ti_slurm.packager import take
+from ti_slurm.submitting.packager import take
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes a second real user (useradd, runuser)")
 BIN = Path(sys.executable).parent

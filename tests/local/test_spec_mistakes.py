@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli
-from ti_slurm.schema import spec_schema
-from ti_slurm.specfile import _Loader
+from ti_slurm.help.schema import spec_schema
+from ti_slurm.submitting.specfile import _Loader
 
 BASE = "mode: ddp\nnodes: 2\ncommand: python train.py\n"
 CASES = [  # (what the user wrote, what the one line must say)
@@ -63,7 +63,7 @@ def test_the_schema_refuses_each_mistake_too(text: str, line: str) -> None:
 
 def test_the_schema_takes_every_starter_spec_and_example() -> None:
     from tests.docs import ROOT
-    from ti_slurm.starter import starter
+    from ti_slurm.help.starter import starter
 
     texts = [starter(m, p) for m in ("ddp", "mpi", "horovod", "mindspore", "ps-worker", "ray") for p in ("ti", "modelarts")]
     texts += [p.read_text() for p in sorted(ROOT.glob("examples/*/job.yaml"))]

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from ti_slurm import JobState
+from ti_slurm.follow.status import AttemptStatus, JobStatus
 from ti_slurm.job import usage as sampling
-from ti_slurm.status import AttemptStatus, JobStatus
 from ti_slurm.ui.pages import effective_time, job_rows, plain
 
 

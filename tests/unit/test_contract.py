@@ -13,7 +13,7 @@ from ti_slurm.core.site import SiteConfig
 from ti_slurm.job.contract import COMMON_NAMES, RDMA_ENV, apply, node_contract
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.platforms import platform_names
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.spec import parse_spec
 
 pytestmark = pytest.mark.usefixtures("fake_dns")
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.docs import PAGES, ROOT
-from ti_slurm.reference import pages
+from ti_slurm.help.reference import pages
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def test_the_reference_pages_are_what_the_code_makes() -> None:
     stale = [name for name, text in pages().items() if (ROOT / "docs/reference" / name).read_text() != text]
-    assert not stale, f"run: python -m ti_slurm.reference docs/reference  (stale: {stale})"
+    assert not stale, f"run: python -m ti_slurm.help.reference docs/reference  (stale: {stale})"
 
 
 def anchors(page: Path) -> set[str]:

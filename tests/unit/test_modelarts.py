@@ -11,7 +11,7 @@ import pytest
 from tests.factories import het, plan_from, single
 from ti_slurm.core.errors import SpecError
 from ti_slurm.job.contract import node_contract
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.spec import parse_spec
 
 pytestmark = pytest.mark.usefixtures("fake_dns")
 

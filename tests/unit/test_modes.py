@@ -6,8 +6,8 @@ import pytest
 
 from ti_slurm.core.errors import ModeError
 from ti_slurm.job.modes import Mode, get_mode, mode_names
-from ti_slurm.planning import make_plan
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.spec import parse_spec
 
 
 def test_every_mode_module_is_a_registered_mode() -> None:

@@ -13,8 +13,8 @@ from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.site import SiteConfig, parse_site_config
 from ti_slurm.job.notify import body, event_names, message, shown_url
-from ti_slurm.planning import make_plan, plan_job
-from ti_slurm.spec import load_spec
+from ti_slurm.submitting.planning import make_plan, plan_job
+from ti_slurm.submitting.spec import load_spec
 
 JOB = "mode: ddp\nnodes: 2\ncommand: python train.py\n"
 

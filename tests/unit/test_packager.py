@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ti_slurm.core.errors import SpecError
-from ti_slurm.packager import store_of, take
+from ti_slurm.submitting.packager import store_of, take
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

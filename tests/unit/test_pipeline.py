@@ -13,10 +13,10 @@ from ti_slurm.backends.pyslurm import job_description
 from ti_slurm.backends.slurm import parse_scontrol_jobs
 from ti_slurm.core.errors import SpecError
 from ti_slurm.core.states import JobState
-from ti_slurm.planning import make_plan
-from ti_slurm.script import render
-from ti_slurm.spec import load_spec, with_after
-from ti_slurm.status import job_status, progress_line
+from ti_slurm.follow.status import job_status, progress_line
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.script import render
+from ti_slurm.submitting.spec import load_spec, with_after
 
 EVAL = "mode: ddp\nnodes: 2\ncommand: python eval.py\n"
 

@@ -11,8 +11,8 @@ from tests.factories import plan_from
 from ti_slurm.backends.pyslurm import job_description, pyslurm_mismatch, sbatch_fields
 from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.script import render
 from ti_slurm.slurm.text import parse_partitions, sinfo_text
+from ti_slurm.submitting.script import render
 
 # the fields of pyslurm 25.11's JobSubmitDescription this backend sets (the cluster tier uses the real one)
 KNOWN = frozenset(

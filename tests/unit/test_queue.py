@@ -10,9 +10,10 @@ from ti_slurm.backends.base import JobInfo
 from ti_slurm.backends.slurm import SlurmBackend
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.queue import SharedQueue, unfit_reason
+from ti_slurm.follow.queue import SharedQueue
+from ti_slurm.follow.status import JobStatus, progress_line
+from ti_slurm.slurm.request import unfit_reason
 from ti_slurm.slurm.text import parse_partitions
-from ti_slurm.status import JobStatus, progress_line
 
 SINFO = "debug*|4|gpu:8|infinite\nrdma|2|gpu:8(S:0-1)|2-00:00:00\nsmall|3|(null)|30:00\nsmall|1|gpu:a100:2|30:00\n"
 SINFO += "ascend|2|gpu:8,npu:8(S:0-1)|infinite\n"
@@ -106,7 +107,8 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
     """Running: the supervisor's lines say it is alive. Silent for RECORD_STALE: the controller is asked."""
     import json
 
-    from ti_slurm import client, queue
+    from ti_slurm import client
+    from ti_slurm.follow import queue
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     clock = [1000.0]

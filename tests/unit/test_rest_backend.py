@@ -13,6 +13,7 @@ from tests.factories import plan_from
 from ti_slurm.backends.rest import RENEW_BEFORE, Tokens, refused_token, token_from_text, token_renewal
 from ti_slurm.core.errors import BackendError, ConfigError
 from ti_slurm.slurm import rest
+from ti_slurm.slurm.text import mem_bytes
 
 
 def jwt(**claims: object) -> str:
@@ -74,7 +75,7 @@ def test_refusals_of_the_token_are_told_apart_from_other_errors() -> None:
 
 
 def test_memory_sizes_are_megabytes() -> None:
-    assert [rest.mem_megabytes(t) for t in ("4096", "500M", "4G", "1T", "2048K")] == [4096, 500, 4096, 1 << 20, 2]
+    assert [mem_bytes(t) >> 20 for t in ("4096", "500M", "4G", "1T", "2048K")] == [4096, 500, 4096, 1 << 20, 2]
 
 
 def test_a_plan_is_each_versions_submit_body() -> None:

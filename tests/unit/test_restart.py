@@ -15,6 +15,7 @@ import pytest
 from supervisor_fakes import FakeLauncher, events
 
 from tests.factories import job_plan
+from ti_slurm.admin.doctor import expedited_requeue_check
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.core.errors import ConfigError, SpecError
 from ti_slurm.core.events import parse_events
@@ -22,17 +23,16 @@ from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.site import parse_site_config
 from ti_slurm.core.states import JobState
-from ti_slurm.doctor import expedited_requeue_check
+from ti_slurm.follow.status import format_status, job_status, recorded_end
 from ti_slurm.job.restart import (
     CAUSE_STATES,
     requeue_target,
     should_requeue,
 )
 from ti_slurm.job.supervisor.loop import Supervisor
-from ti_slurm.planning import make_plan
-from ti_slurm.script import render
-from ti_slurm.spec import parse_spec
-from ti_slurm.status import format_status, job_status, recorded_end
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.script import render
+from ti_slurm.submitting.spec import parse_spec
 
 
 class FakeControl:

@@ -81,7 +81,7 @@ def test_the_graph_is_read_from_every_module_and_sees_lazy_and_typing_imports() 
     graph = import_graph()
     assert len(graph) > 40
     assert "ti_slurm.job.contract" in graph["ti_slurm.job.node"]  # a top-level import
-    assert "ti_slurm.specfile" in graph["ti_slurm.spec"]  # an import inside a function
+    assert "ti_slurm.submitting.specfile" in graph["ti_slurm.submitting.spec"]  # an import inside a function
     assert "ti_slurm.core.plan" in graph["ti_slurm.job.modes.base"]  # ... and under TYPE_CHECKING
 
 
@@ -92,6 +92,41 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     assert find_cycle(import_graph()) == []
+
+
+# The layers, bottom first: a module imports only from its own layer or those below it. The kernel and
+# Slurm's text serve every side; the in-job side (`job/`) needs nothing of the submit side; the faces (the
+# API, the CLI, sweeps, clusters, the console, the help made from the code) sit on top of everything.
+LAYERS = [
+    ("kernel", ["ti_slurm.core", "ti_slurm.version"]),
+    ("Slurm's text and requests", ["ti_slurm.slurm"]),
+    ("in the job", ["ti_slurm.job"]),
+    ("the submit pipeline", ["ti_slurm.submitting"]),
+    ("transports", ["ti_slurm.transports"]),
+    ("backends", ["ti_slurm.backends"]),
+    ("following", ["ti_slurm.follow"]),
+    ("admin", ["ti_slurm.admin"]),
+    ("faces", ["ti_slurm", "ti_slurm.client", "ti_slurm.sweeps", "ti_slurm.clusters", "ti_slurm.terminal",
+               "ti_slurm.cli", "ti_slurm.ui", "ti_slurm.help"]),
+]
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the longest prefix naming ``module``'s folder or module."""
+    found = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+             if module == prefix or module.startswith(prefix + ".")]
+    return max(found)[1]
+
+
+def test_every_module_imports_only_its_own_layer_or_those_below() -> None:
+    upward = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {dep} ({LAYERS[layer_of(dep)][0]})"
+        for name, deps in import_graph().items()
+        for dep in sorted(deps)
+        if layer_of(dep) > layer_of(name)
+    ]
+    assert upward == []
+    assert layer_of("ti_slurm.job.supervisor.loop") == 2 and layer_of("ti_slurm.cli") == len(LAYERS) - 1
 
 
 def definitions() -> list[tuple[str, ast.AST]]:

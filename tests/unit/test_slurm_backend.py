@@ -66,7 +66,7 @@ class FakeSlurm:
 
 def test_submit_makes_the_output_dir_and_tags_the_job(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from ti_slurm.core.plan import Component, JobPlan
-    from ti_slurm.script import render
+    from ti_slurm.submitting.script import render
 
     runner = FakeSlurm({"sbatch": subprocess.CompletedProcess(["sbatch"], 0, "4242\n", "")})
     plan = JobPlan("t", "ddp", "true", (Component("ddp", 1, 0, 1),), output_dir=str(tmp_path / "out"), submission="s1")
@@ -144,3 +144,26 @@ def test_partitions_are_shared_and_checked_again_before_a_refusal(tmp_path, monk
         grown, "#!/bin/bash\n"
     )  # the shared answer says 4 nodes: asked again, fits now
     assert [argv[0] for argv, _ in runner.calls].count("sinfo") == 2
+
+
+def test_two_clusters_reached_from_here_never_share_their_partitions(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A cluster's partitions are cached under its own Slurm config: the second cluster's submit asks its own
+    sinfo, and a job too big for the first cluster is not refused on the second's answer."""
+    from ti_slurm.core.plan import Component, JobPlan
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    small_answers = {"sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|2|(null)|infinite\n", "")}
+    big_answers = {
+        "sinfo": subprocess.CompletedProcess(["sinfo"], 0, "debug*|8|(null)|infinite\n", ""),
+        "sbatch": subprocess.CompletedProcess(["sbatch"], 0, "7\n", ""),
+    }
+    plan = JobPlan("t", "ddp", "true", (Component("ddp", 4, 0, 1),), output_dir=str(tmp_path / "out"))
+    small, big = FakeSlurm(small_answers), FakeSlurm(big_answers)
+    with pytest.raises(SubmissionError, match="4 nodes asked, partition debug has 2"):
+        SlurmBackend(LocalTransport(small)).submit(plan, "#!/bin/bash\n")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm-big/slurm.conf")  # the other cluster's commands
+    assert SlurmBackend(LocalTransport(big)).submit(plan, "#!/bin/bash\n").job_id == "7"
+    assert [argv[0] for argv, _ in big.calls] == ["sinfo", "sbatch"]
+    other = SlurmBackend(LocalTransport(big))
+    other.queue_key = "/etc/slurm-third/slurm.conf"  # a [[cluster]]'s slurm.conf
+    assert len({other.partitions_key(), SlurmBackend(LocalTransport(big)).partitions_key()}) == 2

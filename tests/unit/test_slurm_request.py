@@ -11,9 +11,9 @@ from ti_slurm.backends.pyslurm import own_fields
 from ti_slurm.core.errors import SpecError
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.site import SiteConfig
-from ti_slurm.planning import make_plan
 from ti_slurm.slurm.request import LAYOUT, MANAGED, component_options, refusal, refused_options
-from ti_slurm.spec import parse_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.spec import parse_spec
 
 BASE: dict[str, Any] = {"mode": "ddp", "nodes": 2, "command": "train", "output_dir": "/out"}
 

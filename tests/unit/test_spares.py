@@ -16,9 +16,9 @@ from ti_slurm.job.contract import node_contract
 from ti_slurm.job.supervisor.judge import Outcome
 from ti_slurm.job.supervisor.loop import Supervisor
 from ti_slurm.job.supervisor.spares import NodeSet
-from ti_slurm.planning import make_plan
-from ti_slurm.script import render
-from ti_slurm.spec import load_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.script import render
+from ti_slurm.submitting.spec import load_spec
 
 
 def with_spares(spares: int = 1, nodes: int = 2, **fields: object) -> JobPlan:

@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import run_cli
 from ti_slurm.core.errors import ConfigError, SpecError
-from ti_slurm.planning import make_plan
-from ti_slurm.spec import load_spec, parse_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.spec import load_spec, parse_spec
 
 DDP = """\
 # ddp / mpi / horovod: one group of identical nodes
@@ -246,7 +246,7 @@ def test_an_output_dir_from_home_is_the_users_home(write_spec, tmp_path: Path) -
 
 
 def test_remote_paths_from_home_are_relative_to_the_logins_home(write_spec) -> None:
-    from ti_slurm.planning import plan_job
+    from ti_slurm.submitting.planning import plan_job
 
     # a bare ~ is YAML's null: quoted, it is the home
     spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\noutput_dir: ~/jobs\nworkdir: '~'\n"))
@@ -258,7 +258,7 @@ def test_remote_paths_from_home_are_relative_to_the_logins_home(write_spec) -> N
 
 
 def test_remote_code_is_a_path_on_the_login_node_taken_there(write_spec) -> None:
-    from ti_slurm.planning import plan_job
+    from ti_slurm.submitting.planning import plan_job
 
     body = "mode: ddp\ncommand: x\nnodes: 1\ncode: proj\nworkdir: src\nremote: {host: l, workdir: /srv/me}\n"
     plan = plan_job(load_spec(write_spec(body)), remote=True)
@@ -292,3 +292,10 @@ def test_a_command_longer_than_one_argument_may_be_is_refused(write_spec) -> Non
 def test_time_zero_is_no_limit_as_sbatch_reads_it_so_restart_takes_it(write_spec) -> None:
     spec = load_spec(write_spec("mode: ddp\ncommand: x\nnodes: 1\ntime: '0'\nrestart: {max: 2}\n"))
     assert spec.time == "0" and spec.restart is not None
+
+
+def test_a_spec_names_its_cluster_or_auto_and_nothing_else() -> None:
+    assert parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "gpu-a"}).cluster == "gpu-a"
+    assert parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "auto"}).cluster == "auto"
+    with pytest.raises(SpecError, match=r"^cluster: 'gpu a': expected `auto` or a \[\[cluster\]\] name"):
+        parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "gpu a"})

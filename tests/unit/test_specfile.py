@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from tests.conftest import run_cli
 from ti_slurm.core.errors import SpecError
-from ti_slurm.planning import make_plan
-from ti_slurm.spec import InputSpec, JobSpec, NodeRange, load_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.spec import InputSpec, JobSpec, NodeRange, load_spec
 
 # Every field of the spec, in three documents (roles differ by mode). The values are those YAML 1.1
 # reads as something else: on/off/yes/no (booleans), 1:30:00 (a number), 1.10 (1.1), 0777 (octal),
@@ -51,6 +51,7 @@ watchdog: {silence: 900}
 checkpoint_dir: ~/ckpt
 container: {image: "docker://ubuntu:22.04"}
 remote: {host: login1, workdir: 1.10}
+cluster: off
 """
 RAY = """\
 mode: ray
@@ -237,8 +238,8 @@ def test_every_spec_field_has_its_type_resolved() -> None:
     a forward reference, and the reader would no longer know it holds text: `time: 60` would be refused."""
     from typing import ForwardRef
 
-    from ti_slurm.reference import _sub_models
-    from ti_slurm.spec import JobSpec
+    from ti_slurm.help.reference import _sub_models
+    from ti_slurm.submitting.spec import JobSpec
 
     for model in (JobSpec, *_sub_models()):
         unresolved = [name for name, f in model.model_fields.items() if isinstance(f.annotation, ForwardRef | str)]

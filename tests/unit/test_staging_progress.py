@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.core.states import JobState
+from ti_slurm.follow.status import job_status, progress_line
 from ti_slurm.job.staging import Progress
 from ti_slurm.job.supervisor.records import StagingNotes
-from ti_slurm.status import job_status, progress_line
 
 
 def test_the_nodes_notes_are_recorded_when_they_change_and_once_more_when_all_are_done(tmp_path: Path) -> None:

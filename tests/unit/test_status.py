@@ -7,7 +7,7 @@ import pytest
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.states import JobState
-from ti_slurm.status import format_status, job_status, progress_line
+from ti_slurm.follow.status import format_status, job_status, progress_line
 
 JOB = JobInfo("12", "demo", "slurm", "/jobs/12", submission="s1")
 START = {"event": "start", "submission": "s1", "mode": "ps-worker", "components": [

@@ -19,10 +19,10 @@ from ti_slurm.backends.slurm import SlurmBackend, parse_scontrol_jobs
 from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.plan import JobPlan, with_params
 from ti_slurm.core.states import JobState
-from ti_slurm.planning import make_plan
-from ti_slurm.script import render
 from ti_slurm.slurm.text import array_task_ids
-from ti_slurm.spec import load_spec
+from ti_slurm.submitting.planning import make_plan
+from ti_slurm.submitting.script import render
+from ti_slurm.submitting.spec import load_spec
 from ti_slurm.sweeps import grid_points, read_points
 
 TRAIN = "mode: ddp\nnodes: 2\ncommand: python train.py --lr {lr} --tag {tag} --keep ${lr}\n"

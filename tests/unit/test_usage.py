@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ti_slurm.job.usage import UsageSampler, gpu_reader, mem_bytes, parse_smi, tree_usage
-from ti_slurm.usage import NodeUsage, summary_lines, top_table
+from ti_slurm.follow.usage import NodeUsage, summary_lines, top_table
+from ti_slurm.job.usage import UsageSampler, gpu_reader, parse_smi, tree_usage
+from ti_slurm.slurm.text import mem_bytes
 
 SMI = "0, 87, 40960, 81920\n1, 3, 1024, 81920\n"  # nvidia-smi --query-gpu=index,utilization.gpu,memory.used,...
 

@@ -40,8 +40,8 @@ def refuse(exc: SpecError) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from ti_slurm.packager import snapshot_plan
-    from ti_slurm.script import render
+    from ti_slurm.submitting.packager import snapshot_plan
+    from ti_slurm.submitting.script import render
 
     asked = json.loads(sys.stdin.read())
     plan = JobPlan.from_json(asked["plan"])

@@ -8,7 +8,7 @@ What it asks of Slurm, and how:
 
 - submit: a :class:`pyslurm.JobSubmitDescription` made from the plan by
   :func:`job_description` (the options :mod:`ti_slurm.slurm.request` decides, which
-  :mod:`ti_slurm.script` writes as ``#SBATCH`` lines; the rendered script is the job's batch script).
+  :mod:`ti_slurm.submitting.script` writes as ``#SBATCH`` lines; the rendered script is the job's batch script).
   pyslurm has no call for heterogeneous jobs, so those (ps-worker, ray) are
   still submitted with ``sbatch``: the one command this backend runs.
 - status and list: one ``slurm_load_jobs`` RPC for all of the user's jobs.

@@ -241,7 +241,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         import getpass
 
         from ti_slurm.core.site import load_site_config
-        from ti_slurm.userconfig import user_rest
+        from ti_slurm.submitting.userconfig import user_rest
 
         site, own = load_site_config(), user_rest()  # the user's [rest] table over the site's keys
         url = url if url is not None else own.get("url") or site.rest_url
@@ -256,9 +256,9 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         """The version used with this server: the newest both know (asked once, remembered a while)."""
         if self._version:
             return self._version
-        from ti_slurm.queue import shared_text
+        from ti_slurm.backends.answers import cache_key, shared_text
 
-        key = f"rest-version-{self.client.url}".replace("/", "_").replace(":", "_")
+        key = cache_key("rest-version", "", self.client.url)
         found = shared_text(key, VERSION_MAX_AGE, self.ask_version)  # a refusal raises: nothing is remembered
         self._version = found or self.ask_version()
         return self._version
@@ -305,10 +305,12 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         return JobInfo(str(job_id), plan.name, self.name, job_dir, JobState.PENDING, submission=plan.submission)
 
     def partitions_key(self) -> str:
-        return f"partitions-rest-{self.client.url}".replace("/", "_").replace(":", "_")
+        from ti_slurm.backends.answers import cache_key
+
+        return cache_key("partitions-rest", "", self.client.url)
 
     def fresh_partitions(self) -> str | None:
-        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+        from ti_slurm.backends.answers import PARTITIONS_MAX_AGE, shared_text
 
         return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
 

@@ -59,7 +59,8 @@ def refuse_unfit(plan: JobPlan, shared: str | None, ask: Callable[[], str], key:
     ``ask`` asks the scheduler. A job the shared answer cannot fit is checked again on a
     fresh one (nodes may have been added meanwhile) before it is refused.
     """
-    from ti_slurm.queue import store_text, unfit_reason
+    from ti_slurm.backends.answers import store_text
+    from ti_slurm.slurm.request import unfit_reason
 
     def reason_from(text: str) -> str | None:
         partitions = parse_partitions(text)
@@ -149,25 +150,32 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         """The partitions, as :func:`~ti_slurm.slurm.text.parse_partitions` reads them."""
         return self._ok(["sinfo", "-h", "-o", PARTITIONS_FORMAT])
 
+    def answer_key(self, what: str) -> str:
+        """The shared cache's name for this cluster's answer ``what``: by the Slurm config its commands read
+        (two clusters reached from here never share an answer)."""
+        from ti_slurm.backends.answers import cache_key
+
+        return cache_key(f"{what}-{self.name}", "", self.queue_key)
+
     def partitions_key(self) -> str:
         """The shared cache's name for this cluster's partitions."""
-        return f"partitions-{self.name}"
+        return self.answer_key("partitions")
 
     def fresh_partitions(self) -> str | None:
         """The partitions another submit learnt lately (``None``: ask again)."""
-        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+        from ti_slurm.backends.answers import PARTITIONS_MAX_AGE, shared_text
 
         return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
 
     def max_array_size(self) -> int | None:
         """The cluster's ``MaxArraySize`` (a job array's indices are below it); ``None`` when not told."""
-        from ti_slurm.queue import PARTITIONS_MAX_AGE, shared_text
+        from ti_slurm.backends.answers import PARTITIONS_MAX_AGE, shared_text
 
         def ask() -> str:
             res = self.run(["scontrol", "show", "config"], None)
             return parse_config(res.stdout).get("MaxArraySize", "") if res.returncode == 0 else ""
 
-        text = shared_text(f"max-array-size-{self.name}", PARTITIONS_MAX_AGE, ask)
+        text = shared_text(self.answer_key("max-array-size"), PARTITIONS_MAX_AGE, ask)
         return int(text) if text and text.isdigit() else None
 
     def user_queue(self) -> dict[str, JobInfo]:

@@ -75,8 +75,8 @@ class SSHBackend(SlurmBackend):
         head = [PARTITIONS_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
         return ["sh", "-c", script, "sh", *head, *SBATCH_ARGV]
 
-    def partitions_key(self) -> str:
-        return f"partitions-{self.name}-{self.session.target.alias}"
+    def answer_key(self, what: str) -> str:
+        return f"{what}-{self.name}-{self.session.target.alias}"
 
     def begin_submit(self, submission: str, python: str) -> Any:
         """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`);

@@ -13,3 +13,6 @@ NAMED_BACKENDS = ("slurm", "pyslurm", "rest", "local")  # those a user names (`-
 SITE_BACKENDS = ("slurm", "pyslurm", "rest")  # those a site config may make the default (the Slurm ones, from here)
 NOTIFY_EVENTS = ("running", "completed", "failed", "cancelled", "requeued", "hung")  # what `notify.on` may list
 NOTIFY_FORMATS = ("json", "slack", "wecom", "dingtalk", "feishu")  # the body a `notify` URL is posted
+# a [[cluster]]'s name (user config; the spec's `cluster:`, `--cluster`), as in job ids like `gpu:123`; or AUTO
+CLUSTER_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_-]{0,31}"
+AUTO_CLUSTER = "auto"  # the cluster that would start the job first

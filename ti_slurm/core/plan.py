@@ -1,6 +1,6 @@
 """The job plan: what a spec becomes once decided, as plain data.
 
-:func:`ti_slurm.planning.make_plan` makes it at submit. The plan travels into
+:func:`ti_slurm.submitting.planning.make_plan` makes it at submit. The plan travels into
 the job as JSON and is read back with :meth:`JobPlan.from_json` in every job
 step, so the classes are :class:`~ti_slurm.core.record.Record`s (frozen
 dataclasses without importing ``dataclasses``) and this module imports
@@ -120,7 +120,7 @@ class JobPlan(Record):
     processes: str = "one"  # one | per-npu: the command once per NPU of the node (DEVICE_ID, RANK_ID, ...)
     output_dir: str = "ti-slurm-jobs"
     workdir: str | None = None
-    # the code snapshot the nodes run (ti_slurm/packager.py), when the spec asked for one
+    # the code snapshot the nodes run (ti_slurm/submitting/packager.py), when the spec asked for one
     code_dir: str = ""  # the snapshot: TI_SLURM_CODE_DIR (a remote plan's, until the login takes it: the source)
     code_tree: str = ""  # its hash
     code_commit: str = ""  # git's HEAD where the code was a checkout ...

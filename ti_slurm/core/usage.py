@@ -1,6 +1,6 @@
 """A node's usage file (``logs/<label>.usage.json``, :meth:`~ti_slurm.core.paths.JobPaths.node_usage`): its one
 schema. Each node's sampler (:mod:`ti_slurm.job.usage`) writes it; ``ti-slurm top``, ``status``'s efficiency
-summary and the console read it back (:mod:`ti_slurm.usage`). Standard library only: job steps write it.
+summary and the console read it back (:mod:`ti_slurm.follow.usage`). Standard library only: job steps write it.
 """
 
 from __future__ import annotations

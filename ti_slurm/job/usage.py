@@ -6,7 +6,7 @@ installed, else ``nvidia-smi``, less often, else nothing).
 :data:`SAMPLE_EVERY` seconds; each sample rewrites the node's usage file (``logs/<label>.usage.json``,
 kept with the attempt's logs) whole: the latest values (``top``) and what the end summary needs
 (CPU seconds, peak memory, GPU utilization summed). Its cost is the command's processes' ``stat`` files,
-not the machine's. Readers: :mod:`ti_slurm.usage`.
+not the machine's. Readers: :mod:`ti_slurm.follow.usage`.
 """
 
 from __future__ import annotations
@@ -26,16 +26,6 @@ SERIES_POINTS = 240  # the samples kept for charts: when full, every other one g
 SMI_EVERY = 30.0  # nvidia-smi is a process of its own: GPUs through it this rarely (NVML: every sample)
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def mem_bytes(text: str) -> int:
-    """A Slurm memory size (``4096`` in megabytes, ``500M``, ``4G``, ``1T``) in bytes; 0 for none."""
-    text = text.strip().upper()
-    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:], 0)
-    number = text[:-1] if shift else text
-    if not number.isdigit():
-        return 0
-    return int(number) << (shift or 20)
 
 
 def tree_usage(pids: list[int], proc: str = "/proc") -> tuple[float, int]:

@@ -89,7 +89,8 @@ def mtime(path: str) -> float:
 
 def usage_sampler(run: NodeRunView, path: str) -> UsageSampler:
     """The node's usage sampler: its CPUs and memory as Slurm gave them (else as the plan asked)."""
-    from ti_slurm.job.usage import UsageSampler, mem_bytes
+    from ti_slurm.job.usage import UsageSampler
+    from ti_slurm.slurm.text import mem_bytes
 
     comp = run.plan.components[run.component]
     cpus = int(run.env.get("SLURM_CPUS_ON_NODE", "") or 0) or int(comp.cpus_per_node) or 1

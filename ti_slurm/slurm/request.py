@@ -2,7 +2,7 @@
 
 :func:`component_options` turns a :class:`~ti_slurm.core.plan.JobPlan` into sbatch's long options with
 their values as sbatch reads them; the renderers write them out: as ``#SBATCH`` lines
-(:mod:`ti_slurm.script`) or as pyslurm's job description (:mod:`ti_slurm.backends.pyslurm`). What a
+(:mod:`ti_slurm.submitting.script`) or as pyslurm's job description (:mod:`ti_slurm.backends.pyslurm`). What a
 spec's ``sbatch:`` table may not set comes from here too (:func:`refusal`): every option this module can
 emit (each declared in :data:`MANAGED` with what ti-slurm uses it for; emitting an undeclared one is a bug
 that fails at once), the options that undo one of them (``no-requeue``), and the few that would break the
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ti_slurm.core.paths import BATCH_OUTPUT
 from ti_slurm.core.plan import Component, JobPlan
+from ti_slurm.slurm.text import Partition, time_minutes
 
 Value = str | int | bool  # True: a flag (``--no-kill``)
 USE_INSTEAD = "use --backend slurm (the Slurm commands) instead"  # said by a backend that cannot ask for it
@@ -167,3 +168,34 @@ def _resources(plan: JobPlan, comp: Component, ask: Callable[[str, Value], None]
         value = getattr(plan, name)
         if value:
             ask(name, value)
+
+
+# -- jobs that can never start ----------------------------------------------------
+def unfit_reason(plan: JobPlan, partitions: dict[str, Partition]) -> str | None:
+    """Why ``plan`` can never start on its partitions as they stand (``None`` when it can)."""
+    default = next((p.name for p in partitions.values() if p.default), None)
+    limit = time_minutes(plan.time)
+    for comp in plan.components:
+        name = comp.partition or plan.partition or default
+        if name is None:
+            return "no partition given and the cluster has no default partition"
+        part = partitions.get(name)
+        if part is None:
+            return f"partition {name!r} does not exist (partitions: {', '.join(sorted(partitions))})"
+        where = f"{comp.name}: " if plan.heterogeneous else ""
+        fewest = comp.fewest + comp.spares
+        if fewest > part.nodes:
+            at_least = "at least " if comp.elastic else ""
+            spares = f" ({comp.fewest} and {comp.spares} spare)" if comp.spares else ""
+            return f"{where}{at_least}{fewest} nodes asked{spares}, partition {name} has {part.nodes}"
+        for kind, (asked, what) in {
+            "gpu": (comp.gpus_per_node, "GPUs"),
+            plan.npu_gres: (comp.npus_per_node, "NPUs"),
+        }.items():
+            has = part.max_per_node.get(kind, 0)
+            if asked > has:
+                more = f"has more than {has}" if has else f"has {what} (GRES {kind})"
+                return f"{where}{asked} {what} per node asked, no node of partition {name} {more}"
+        if limit is not None and part.max_minutes is not None and limit > part.max_minutes:
+            return f"time {plan.time} is above partition {name}'s maximum of {part.max_minutes} minutes"
+    return None

@@ -21,7 +21,7 @@ from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.slurm.request import USE_INSTEAD, Value, component_options
-from ti_slurm.slurm.text import gres_counts, time_minutes
+from ti_slurm.slurm.text import gres_counts, mem_bytes, time_minutes
 
 
 class Dialect:
@@ -211,7 +211,7 @@ def option_fields(name: str, value: Value, options: Mapping[str, Value], dialect
     if name == "gres":  # gpu:8,npu:4
         return dialect.gres(gres_counts(text))
     if name == "mem":
-        return {"memory_per_node": dialect.number(mem_megabytes(text))}
+        return {"memory_per_node": dialect.number(mem_bytes(text) >> 20)}
     if name == "time":
         minutes = time_minutes(text)
         return {"time_limit": dialect.number(minutes)} if minutes is not None else {}
@@ -230,14 +230,6 @@ def option_fields(name: str, value: Value, options: Mapping[str, Value], dialect
     if name == "exclusive" and value is True:
         return dialect.exclusive()
     raise ConfigError(f"sbatch.{name}", value, f"the rest backend cannot pass this option; {USE_INSTEAD}")
-
-
-def mem_megabytes(text: str) -> int:
-    """``--mem``'s value (``4096``, ``500M``, ``4G``, ``1T``) in megabytes."""
-    text = text.strip().upper()
-    shift = {"K": -10, "M": 0, "G": 10, "T": 20}.get(text[-1:], 0)
-    number = int(text[:-1] if text[-1:].isalpha() else text)
-    return number >> -shift if shift < 0 else number << shift
 
 
 def submit_body(plan: JobPlan, script: str, env: Mapping[str, str], dialect: Dialect) -> dict[str, Any]:

@@ -317,3 +317,14 @@ def read_conf(path: str) -> dict[str, str]:
         if sep:
             out[key.strip()] = found
     return out
+
+
+# -- memory sizes ------------------------------------------------------------------
+def mem_bytes(text: str) -> int:
+    """A Slurm memory size (``4096`` in megabytes, ``500M``, ``4G``, ``1T``) in bytes; 0 for none."""
+    text = text.strip().upper()
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(text[-1:], 0)
+    number = text[:-1] if shift else text
+    if not number.isdigit():
+        return 0
+    return int(number) << (shift or 20)

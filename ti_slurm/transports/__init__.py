@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from ti_slurm.core.environ import job_environment
@@ -25,13 +25,29 @@ from ti_slurm.core.files import open_regular
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 
 
-def run_local(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm command here; a missing command is a one-line error. The command gets a clean
-    environment (:func:`job_environment`): sbatch hands its environment to the job."""
-    if shutil.which(argv[0]) is None:
+def run_local(
+    argv: Sequence[str],
+    stdin: str | None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    cluster: str = "",
+) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command here; a missing command or one that does not answer within ``timeout`` is a
+    one-line error. The command gets a clean environment (:func:`job_environment`): sbatch hands its
+    environment to the job. ``env`` replaces this process's environment as its base (another cluster's
+    ``SLURM_CONF`` and ``PATH``); ``cluster`` names that cluster in the errors."""
+    base = job_environment(env if env is not None else os.environ)
+    if shutil.which(argv[0], path=base.get("PATH")) is None:
+        if cluster:
+            raise BackendError(f"{argv[0]}: not found for cluster {cluster} (its bin_dir?)")
         raise BackendError(f"{argv[0]}: not found on PATH (is this a Slurm login node? try --local or --host)")
-    env = job_environment(os.environ)
-    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, check=False, env=env)
+    try:
+        return subprocess.run(
+            list(argv), input=stdin, capture_output=True, text=True, check=False, env=base, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        on = f" on cluster {cluster}" if cluster else ""
+        raise BackendError(f"{argv[0]}{on} did not answer within {timeout:g} s") from None
 
 
 class Transport(Protocol):

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ti_slurm.core.states import tally_line
-from ti_slurm.status import in_state, job_groups
+from ti_slurm.follow.status import in_state, job_groups
 
 LOG_START = 64 * 1024  # a log view starts with at most this much of its end
 LOG_STEP = 256 * 1024  # and follows at most this much per request

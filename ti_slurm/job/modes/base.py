@@ -65,7 +65,7 @@ if TYPE_CHECKING:
         def cpus_per_node(self) -> float | None: ...
 
     class SpecView(PlacementView, Protocol):
-        """The user's spec as a mode reads it (:class:`ti_slurm.spec.JobSpec` is one)."""
+        """The user's spec as a mode reads it (:class:`ti_slurm.submitting.spec.JobSpec` is one)."""
 
         @property
         def command(self) -> str: ...

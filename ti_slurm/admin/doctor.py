@@ -47,8 +47,8 @@ def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str]:
 
 
 def run_checks() -> list[Check]:
+    from ti_slurm.admin.hooks import rdma_port_problems
     from ti_slurm.core.site import SiteConfig, load_site_config
-    from ti_slurm.hooks import rdma_port_problems
 
     checks: list[Check] = []
     try:

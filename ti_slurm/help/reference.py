@@ -1,7 +1,7 @@
 """What the docs say about the spec, the CLI, the site config and the variables, made from the code.
 
-``python -m ti_slurm.reference docs/reference`` writes the reference pages (and the spec's schema,
-:mod:`ti_slurm.schema`), and a test checks the committed pages are what this makes, so the reference
+``python -m ti_slurm.help.reference docs/reference`` writes the reference pages (and the spec's schema,
+:mod:`ti_slurm.help.schema`), and a test checks the committed pages are what this makes, so the reference
 cannot drift from the code.
 """
 
@@ -14,19 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ti_slurm.schema import schema_text
+from ti_slurm.help.schema import schema_text
 
 PAGES = ("spec.md", "cli.md", "site-config.md", "variables.md", "spec.schema.json")
 
 
 # -- the spec -------------------------------------------------------------------------------------------
 def spec_page() -> str:
-    from ti_slurm.spec import FIELD_DOCS, JobSpec, flow_yaml
+    from ti_slurm.submitting.spec import FIELD_DOCS, JobSpec, flow_yaml
 
     lines = [
         "# Spec fields",
         "",
-        "<!-- made by `python -m ti_slurm.reference docs/reference` from ti_slurm/spec.py: edit there -->",
+        "<!-- made by `python -m ti_slurm.help.reference docs/reference`"
+        " from ti_slurm/submitting/spec.py: edit there -->",
         "",
         "Every field of a job spec (YAML or JSON). `mode` and `command` are required; everything else has a",
         "default. Editors can check a spec as you type: see [Writing a job spec](../specs.md#editors).",
@@ -74,7 +75,7 @@ def _type_name(prop: dict[str, Any]) -> str:
 
 
 def _sub_models() -> Iterator[Any]:
-    from ti_slurm import spec
+    from ti_slurm.submitting import spec
 
     yield from (
         spec.ComponentSpec,
@@ -99,7 +100,7 @@ def cli_page() -> str:
     lines = [
         "# Commands",
         "",
-        "<!-- made by `python -m ti_slurm.reference docs/reference` from ti_slurm/cli.py: edit there -->",
+        "<!-- made by `python -m ti_slurm.help.reference docs/reference` from ti_slurm/cli.py: edit there -->",
         "",
         "Every command and flag of `ti-slurm` (`ti-slurm COMMAND --help` says the same).",
         "",
@@ -149,7 +150,7 @@ def site_page() -> str:
     lines = [
         "# Site config keys",
         "",
-        "<!-- made by `python -m ti_slurm.reference docs/reference` from ti_slurm/core/site.py: edit there -->",
+        "<!-- made by `python -m ti_slurm.help.reference docs/reference` from ti_slurm/core/site.py: edit there -->",
         "",
         "`/etc/ti-slurm/config.toml` (or the file `TI_SLURM_CONFIG` names); every key is optional, and no",
         "spec can set one. How to use them: [Installing on a cluster](../admin.md).",
@@ -173,7 +174,7 @@ def variables_page() -> str:
     lines = [
         "# Variables each node gets",
         "",
-        "<!-- made by `python -m ti_slurm.reference docs/reference` from ti_slurm/job/: edit there -->",
+        "<!-- made by `python -m ti_slurm.help.reference docs/reference` from ti_slurm/job/: edit there -->",
         "",
         "What every node's command finds in its environment, by mode and platform; what each means and",
         "how it is computed from Slurm's variables: [Modes and their variables](../modes.md) and",
@@ -206,7 +207,7 @@ def pages() -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m ti_slurm.reference DIR   (writes the reference pages into DIR)", file=sys.stderr)
+        print("usage: python -m ti_slurm.help.reference DIR   (writes the reference pages into DIR)", file=sys.stderr)
         return 2
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)

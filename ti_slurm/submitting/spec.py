@@ -37,6 +37,8 @@ from pydantic import (
 )
 
 from ti_slurm.core.choices import (
+    AUTO_CLUSTER,
+    CLUSTER_NAME_PATTERN,
     CONTAINER_RUNTIMES,
     DEFAULT_RESTART_ON,
     IN_PLACE_CAUSES,
@@ -55,6 +57,7 @@ from ti_slurm.slurm.text import time_seconds
 ROLE_FIELDS = ("ps", "worker", "head", "worker_groups")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_CLUSTER_NAME = re.compile(CLUSTER_NAME_PATTERN)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLURM_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # partition, account, qos
 _MEM = re.compile(r"[0-9]+[KMGT]?")  # ASCII digits: Python's \d takes '٥', which sbatch does not
@@ -498,6 +501,11 @@ FIELD_DOCS: dict[str, tuple[str, str, object]] = {  # field: (its page of docs/,
     ),
     "container": ("images", "Run the commands inside a training image.", {"image": "/shared/images/pytorch.sqsh"}),
     "remote": ("remote", "Where `--host` submission goes by default.", {"host": "login", "workdir": "/share/me/proj"}),
+    "cluster": (
+        "clusters",
+        "Which of your user config's clusters runs the job, or `auto`: the one that would start it first.",
+        "auto",
+    ),
 }
 
 
@@ -544,6 +552,7 @@ class JobSpec(_Strict):
     checkpoint_dir: Annotated[str | None, doc("checkpoint_dir")] = None
     container: Annotated[ContainerSpec | None, doc("container")] = None
     remote: Annotated[RemoteSpec | None, doc("remote")] = None
+    cluster: Annotated[str | None, doc("cluster")] = None
 
     @field_validator("name")
     @classmethod
@@ -551,6 +560,13 @@ class JobSpec(_Strict):
         if not _NAME.fullmatch(v):
             raise ValueError("a job name is 1-128 of letters, digits, '.', '_', '-', starting with a letter or digit")
         return v
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str | None) -> str | None:
+        why = f"expected `{AUTO_CLUSTER}` or a [[cluster]] name of your user config"
+        why += " (a letter, then letters, digits, _-)"
+        return _matching(_CLUSTER_NAME, v, why)
 
     @field_validator("mode")
     @classmethod
@@ -864,7 +880,7 @@ def flow_yaml(value: object) -> str:
 
 def load_spec(path: str | os.PathLike[str]) -> JobSpec:
     """Load a YAML or JSON spec file."""
-    from ti_slurm.specfile import read_document, read_text_file  # imports yaml: not for specs given as dicts
+    from ti_slurm.submitting.specfile import read_document, read_text_file  # imports yaml: not for specs given as dicts
 
     p = Path(path)
     text = read_text_file(p, "spec")

@@ -18,7 +18,7 @@ from ti_slurm.core.errors import ConfigError, SpecError
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.site import SiteConfig, load_site_config
 from ti_slurm.job.modes import get_mode
-from ti_slurm.spec import JobSpec, PreflightSpec
+from ti_slurm.submitting.spec import JobSpec, PreflightSpec
 
 
 def make_plan(
@@ -150,8 +150,8 @@ def with_user_notify(spec: JobSpec) -> JobSpec:
     is one line naming the user config."""
     from pydantic import TypeAdapter, ValidationError
 
-    from ti_slurm.spec import Notifies
-    from ti_slurm.userconfig import user_config_path, user_notify
+    from ti_slurm.submitting.spec import Notifies
+    from ti_slurm.submitting.userconfig import user_config_path, user_notify
 
     defaults = [] if spec.notify else user_notify()
     if not defaults:

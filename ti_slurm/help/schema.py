@@ -1,6 +1,6 @@
 """The spec's JSON Schema: ``ti-slurm schema`` prints it, so editors validate and complete job files.
 
-Made from the spec's models (:mod:`ti_slurm.spec`), with their descriptions and examples.
+Made from the spec's models (:mod:`ti_slurm.submitting.spec`), with their descriptions and examples.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def spec_schema() -> dict[str, Any]:
     number or true/false too (ti-slurm keeps it as written), and ``mode``/``platform`` list their names."""
     from ti_slurm.job.modes import mode_names
     from ti_slurm.job.platforms import platform_names
-    from ti_slurm.spec import JobSpec
+    from ti_slurm.submitting.spec import JobSpec
 
     schema = JobSpec.model_json_schema()
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}

@@ -1,7 +1,7 @@
 """The sbatch script of a :class:`~ti_slurm.core.plan.JobPlan` (pure: :func:`render`).
 
 What each component asks Slurm for is decided in :mod:`ti_slurm.slurm.request`; this writes it as
-``#SBATCH`` lines. The template is ``ti_slurm/templates/job.sh.j2`` and renders with StrictUndefined.
+``#SBATCH`` lines. The template is ``ti_slurm/submitting/templates/job.sh.j2`` and renders with StrictUndefined.
 User text never becomes template source: it reaches the template only as
 data, and is quoted on the way out (``shq`` for shell words, ``sbatch_value``
 for ``#SBATCH`` lines). The plan itself travels as one line of JSON in a

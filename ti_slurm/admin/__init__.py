@@ -1,0 +1,1 @@
+"""For cluster admins: the Prolog/Epilog hooks and `ti-slurm doctor`."""

@@ -1,0 +1,1 @@
+"""What ti-slurm tells its users: the starter spec, the spec's JSON schema, the reference pages made from the code."""
