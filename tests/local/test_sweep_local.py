@@ -90,3 +90,14 @@ def test_a_local_sweep_of_more_points_than_it_can_run_at_once_is_one_line(tmp_pa
         "Slurm for more\n"
     ), res.stderr
     assert not (tmp_path / "ti-slurm-jobs").exists()
+
+
+def test_a_sweep_naming_a_cluster_is_one_line_and_submits_nothing(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(SPEC + "cluster: gpu\n")
+    res = run_cli("sweep", "job.yaml", "--param", "lr=0.1,0.2", cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    assert res.stderr == (
+        "ti-slurm: error: cluster: 'gpu': a sweep runs where the backend or host says, not on a [[cluster]] yet: "
+        "drop it, or give --backend/--host\n"
+    )
+    assert run_cli("list", cwd=tmp_path).stdout.splitlines()[1:] == []
