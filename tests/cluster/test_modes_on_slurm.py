@@ -338,6 +338,14 @@ def test_status_and_logs_per_node(tmp_path: Path) -> None:
         assert run_cli("logs", job.id, "--node", selector, env=job.env).stdout == "hello from 1\n"
     listing = run_cli("list", env=job.env).stdout
     assert re.search(rf"^{job.id}\s+ti-slurm\s+COMPLETED", listing, re.M)
+    # the start timeline: the queue wait, then the batch script's start to both nodes' commands
+    shown = run_cli("status", job.id, env=job.env).stdout
+    start = re.search(r"^  start: queued [^,]+, supervisor \+[^,]+, steps launched \+[^,]+, node steps \+[^,]+, "
+                      r"commands \+[^,]+ \(last: mpi-[01]\)$", shown, re.M)  # fmt: skip
+    assert start, shown
+    timeline = status["attempts"][0]["timeline"]
+    assert timeline["batch"] < timeline["supervisor"] < timeline["launched"] < timeline["commands"][1]
+    assert timeline["all"] is True and timeline["steps"][0] <= timeline["commands"][0]
 
 
 def test_status_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:

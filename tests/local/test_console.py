@@ -8,6 +8,7 @@ Screenshots of each page go to $TI_SLURM_ARTIFACTS (default: the test's own fold
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +79,7 @@ def test_a_job_in_the_list_its_nodes_live_log_and_charts(console: tuple[str, dic
     expect(page.locator("#log")).not_to_have_text(seen, timeout=3000)  # it grows without a reload
     expect(page.locator("#chart-cpu polyline")).to_have_count(2, timeout=15000)  # a line per node once sampled
     expect(page.locator("#state")).to_have_text("COMPLETED", timeout=30000)
+    expect(page.locator("#attempts")).to_contain_text(re.compile(r"start: queued .*, commands \+.* \(last: ddp-[01]\)"))
     expect(page.locator("#log")).to_contain_text("done <img src=x onerror=alert(1)>")
     assert page.locator("#log img").count() == 0  # a log line is text, never HTML
     shot(page, "job", folder)

@@ -76,6 +76,10 @@ def test_failing_node_fails_the_job_and_is_named(tmp_path: Path) -> None:
     table = run_cli("status", job_id, env={"XDG_STATE_HOME": str(tmp_path)}).stdout
     assert f"(index 1) exited 3; its log: ti-slurm logs {job_id} --node mpi-1" in table
     assert no_process_with(marker)
+    # every node's command started before one failed: the start line shows all three, the last one named
+    assert re.search(r"^  start: queued [^,]+, steps launched \+[^,]+, node steps \+[^,]+, commands \+[^,]+ "
+                     r"\(last: mpi-[012]\)$", table, re.M), table  # fmt: skip
+    assert status["attempts"][0]["timeline"]["all"] is True
 
 
 def test_ps_are_stopped_after_workers_succeed(tmp_path: Path) -> None:

@@ -109,3 +109,47 @@ def test_spare_nodes_held_idle_show_what_they_cost() -> None:
     # idle: 1 node x 1 h; the job's: 4 nodes x 1 h + 3 x 0.5 h
     assert "  spare nodes: up to 1 held idle, 1.00 node-hours (18% of the job's 5.50)" in format_status(status)
     assert "spare nodes" not in format_status(job_status(JOB, [START, END_FAILED], None))
+
+
+def test_the_start_timeline_shows_the_queue_wait_and_each_step_of_the_start() -> None:
+    """From submit to the last node's command: queued until the batch script ran, then the supervisor, the
+    steps launched, the nodes' steps and their commands, each after the batch script's start."""
+    job = JobInfo("12", "demo", "slurm", "/jobs/12", submission="s1", submitted=1000.0)
+    timeline = {"batch": 1003.0, "supervisor": 1003.08, "launched": 1003.11}
+    start = START | {"time": 1003.12, "attempt": 0, "timeline": timeline}
+    running = {"event": "running", "submission": "s1", "attempt": 0, "steps": [1003.30, 1003.42],
+               "commands": [1003.51, 1003.63], "last": "worker-1", "all": True}  # fmt: skip
+    status = job_status(job, [start], queued("RUNNING"))
+    assert "  start: queued 3.00 s, supervisor +0.08 s, steps launched +0.11 s, waiting for the nodes' commands" in (
+        format_status(status)
+    )
+    status = job_status(job, [start, running], queued("RUNNING"))
+    line = next(line for line in format_status(status).splitlines() if "start:" in line)
+    assert line == (
+        "  start: queued 3.00 s, supervisor +0.08 s, steps launched +0.11 s, node steps +0.30..0.42 s, "
+        "commands +0.51..0.63 s (last: worker-1)"
+    )
+    assert status.attempts[0].timeline["commands"] == [1003.51, 1003.63]  # status --json has it too
+
+
+def test_an_attempt_that_ended_before_every_command_ran_says_so_and_old_records_show_no_start() -> None:
+    start = START | {"time": 50.0, "attempt": 0, "timeline": {"supervisor": 49.9, "launched": 50.0}}
+    partial = {"event": "running", "submission": "s1", "attempt": 0, "steps": [50.2, 50.2], "commands": [50.3, 50.3],
+               "last": "ps-0", "all": False}  # fmt: skip
+    status = job_status(JOB, [start, partial, WORKER_FAILED, END_FAILED | {"time": 51.0}], None)
+    line = next(line for line in format_status(status).splitlines() if "start:" in line)
+    assert line.endswith("commands +0.40 s (last: ps-0), ended before every node's command ran"), line
+    assert "start:" not in format_status(job_status(JOB, [START, WORKER_FAILED, END_FAILED], None))
+
+
+def test_each_attempt_has_its_start_line_a_restart_in_place_from_its_own_start() -> None:
+    first = START | {"time": 10.0, "attempt": 0, "timeline": {"batch": 9.0, "launched": 10.0}}
+    ran = {"event": "running", "submission": "s1", "steps": [10.2, 10.3], "commands": [10.5, 10.6], "last": "ps-0"}
+    again = START | {"time": 20.0, "attempt": 1}
+    ran_again = {"event": "running", "submission": "s1", "attempt": 1, "steps": [20.1, 20.1],
+                 "commands": [20.2, 20.2], "last": "worker-0"}  # fmt: skip
+    ended = END_FAILED | {"time": 15.0, "attempt": 0, "requeue": True, "in_place": True}
+    status = job_status(JOB, [first, ran | {"attempt": 0}, ended, again, ran_again], queued("RUNNING"))
+    lines = [line for line in format_status(status).splitlines() if "start" in line and ":" in line]
+    assert lines[0].startswith("  start (attempt 0): steps launched +1.00 s, node steps +1.20..1.30 s")
+    assert lines[1] == "  start (attempt 1): node steps +0.10 s, commands +0.20 s (last: worker-0)"

@@ -159,3 +159,31 @@ def test_a_requeued_job_numbers_its_attempts_after_the_restarts_in_place(tmp_pat
     Supervisor(job_plan("mpi", ("mpi", 1)), str(tmp_path), launcher, say=lambda text: None).run()
     assert launcher.attempt == 2 and events(tmp_path)[-1]["attempt"] == 2
     assert (tmp_path / "attempts" / "1").is_dir()
+
+
+def test_the_nodes_start_notes_become_one_running_event_once_every_node_started(tmp_path: Path) -> None:
+    from ti_slurm.job.supervisor.records import StartNotes
+
+    said: list[tuple[str, dict[str, Any]]] = []
+    notes = StartNotes(str(tmp_path), ["ps-0", "worker-0", "worker-1"], lambda kind, **data: said.append((kind, data)))
+    (tmp_path / "ps.0.started").write_text("100.0 100.5\n")
+    (tmp_path / "worker.0.started").write_text("100.1 100.7\n")
+    (tmp_path / "worker.1.started.tmp.77.n1").write_text("100.2 ")  # being written: not read
+    (tmp_path / "ps.0.json").write_text("{}")  # an exit record: not a note
+    notes.note(now=False)
+    assert said == []  # worker-1 has not started yet
+    (tmp_path / "worker.1.started").write_text("100.2 100.6\n")
+    notes.looked = 0.0  # as START_LOOK_EVERY later
+    notes.note()
+    notes.note(now=True)  # once only
+    assert said == [("running", {"steps": [100.0, 100.2], "commands": [100.5, 100.7], "last": "worker-0", "all": True})]
+
+
+def test_an_attempt_that_ends_first_records_what_started(tmp_path: Path) -> None:
+    from ti_slurm.job.supervisor.records import StartNotes
+
+    said: list[tuple[str, dict[str, Any]]] = []
+    notes = StartNotes(str(tmp_path), ["ddp-0", "ddp-1"], lambda kind, **data: said.append((kind, data)))
+    (tmp_path / "ddp.1.started").write_text("5.0 6.0\n")
+    notes.note(now=True)
+    assert said == [("running", {"steps": [5.0, 5.0], "commands": [6.0, 6.0], "last": "ddp-1", "all": False})]

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-EVENT_KINDS = ("start", "step-exit", "signal", "alive", "end")
 LATEST_TIME = 1e11  # seconds since 1970: the year 5138; later (or NaN, or negative) is no time an event has
 
 

@@ -6,6 +6,7 @@ node and the submitting machine share::
     plan.json                   the JobPlan, written by the batch script (or the local backend)
     status.jsonl                the supervisor's events: start, step-exit, end
     nodes/<component>.<n>.json  each node's own exit record (the supervisor judges by these)
+    nodes/<component>.<n>.started  when its step began and handed over its command (the start timeline)
     logs/<component>-<n>.log    each node's output
     logs/<component>-<n>.usage.json  what its command used: CPU, memory, GPUs (sampled, job/usage.py)
     addresses                   every node's address, resolved once (by the supervisor) for all nodes
@@ -79,6 +80,11 @@ class JobPaths(Record):
     def node_record(self, component: str, n: int) -> str:
         """The exit record of the n-th node of ``component``."""
         return self._in("nodes", f"{component}.{n}.json")
+
+    def node_started(self, component: str, n: int) -> str:
+        """When the n-th node's step began and handed over its command (``<step> <command>``, seconds since
+        the epoch): the job's start timeline (the supervisor's ``running`` event)."""
+        return self._in("nodes", f"{component}.{n}.started")
 
     @property
     def logs_dir(self) -> str:

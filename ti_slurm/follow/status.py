@@ -53,6 +53,11 @@ class AttemptStatus:
     # a lost node -> the spare that took its place (None: the job went on without it, its size elastic)
     replaced: dict[str, str | None] = field(default_factory=dict)
     idle: list[str] = field(default_factory=list)  # spare nodes the attempt held idle
+    # how it started, seconds since the epoch: ``started`` (its start event), and for an allocation's first attempt
+    # ``batch`` (the batch script ran), ``supervisor``, ``launched`` (its steps); then, once the nodes said so,
+    # ``steps`` and ``commands`` [first, last] (each node's step began; handed over its command), ``last`` (the
+    # node whose command started last) and ``all`` (false: the attempt ended before every node's command ran)
+    timeline: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +128,8 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             status.staging = _staging(ev.get("nodes"))
         elif kind == "step-exit":
             _step_exit(status, ev)
+        elif kind == "running":
+            _attempt(status, ev).timeline.update(_running(ev))
         elif kind == "notify":
             status.undelivered.append({k: ev.get(k) for k in ("attempt", "notification", "to", "why")})
         elif kind == "end":
@@ -166,6 +173,9 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
     return status
 
 
+ALLOCATION_STAMPS = ("batch", "supervisor", "launched")  # an allocation's first start event's timeline
+
+
 def _started(status: JobStatus, ev: dict[str, Any]) -> None:
     """An attempt's start: its components and nodes, the spares that took lost nodes' places, those held idle."""
     status.mode = str(ev.get("mode", ""))
@@ -182,6 +192,20 @@ def _started(status: JobStatus, ev: dict[str, Any]) -> None:
     attempt.nodes = [n for c in status.components for n in c.nodes]
     attempt.replaced = {str(k): None if v is None else str(v) for k, v in _mapping(ev.get("replaced")).items()}
     attempt.idle = [str(n) for n in ev.get("idle") or [] if isinstance(n, str)]
+    stamps = {k: _number(v) for k, v in _mapping(ev.get("timeline")).items() if k in ALLOCATION_STAMPS}
+    attempt.timeline = {k: v for k, v in stamps.items() if v} | {"started": attempt.started}
+
+
+def _running(ev: dict[str, Any]) -> dict[str, Any]:
+    """A ``running`` event's part of the attempt's timeline (what is well formed of it)."""
+    said: dict[str, Any] = {"all": ev.get("all") is not False}
+    for key in ("steps", "commands"):
+        pair = ev.get(key)
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, int | float) for x in pair):
+            said[key] = [float(x) for x in pair]
+    if isinstance(ev.get("last"), str):
+        said["last"] = ev["last"]
+    return said
 
 
 def _staging(nodes: object) -> dict[str, list[int]]:
@@ -284,6 +308,51 @@ def _attempt_lines(attempts: list[AttemptStatus]) -> list[str]:
     return lines + cost
 
 
+def start_line(submitted: float, timeline: dict[str, Any], ended: float | None) -> str:
+    """How an attempt started, for people: the queue wait (an allocation's first attempt), then each step of the
+    start after the batch script's (or the attempt's) own: ``queued 3.1 s, supervisor +0.08 s, steps launched
+    +0.11 s, node steps +0.30..0.42 s, commands +0.51..0.63 s (last: worker-1)``."""
+    zero = timeline.get("batch") or timeline.get("supervisor") or timeline.get("started")
+    if not zero or not ("commands" in timeline or any(k in timeline for k in ALLOCATION_STAMPS)):
+        return ""  # a record from before ti-slurm kept the timeline
+    parts = [f"queued {_seconds(zero - submitted)}"] if submitted and zero >= submitted else []
+    for key, what in (("supervisor", "supervisor"), ("launched", "steps launched")):
+        if timeline.get(key) and timeline[key] != zero:
+            parts.append(f"{what} +{_seconds(timeline[key] - zero)}")
+    for key, what in (("steps", "node steps"), ("commands", "commands")):
+        if key in timeline:
+            first, last = (max(0.0, t - zero) for t in timeline[key])
+            if last - first < 0.005:
+                parts.append(f"{what} +{_seconds(first)}")
+            else:
+                both = f"{first:.2f}..{last:.2f} s" if last < 10 else f"{_seconds(first)}..{_seconds(last)}"
+                parts.append(f"{what} +{both}")
+    if "last" in timeline and "commands" in timeline:
+        parts[-1] += f" (last: {timeline['last']})"
+    if ended and not timeline.get("all", "commands" in timeline):
+        parts.append("ended before every node's command ran")
+    elif "commands" not in timeline:
+        parts.append("waiting for the nodes' commands")
+    return ", ".join(parts)
+
+
+def _seconds(span: float) -> str:
+    span = max(0.0, span)
+    if span >= 120:
+        return f"{span / 60:.1f} min"
+    return f"{span:.2f} s" if span < 10 else f"{span:.1f} s"
+
+
+def _start_lines(status: JobStatus) -> list[str]:
+    """Each attempt's start line (``start:``; with its number when there were several)."""
+    lines = []
+    for a in status.attempts:
+        line = start_line(status.submitted if a is status.attempts[0] else 0.0, a.timeline, a.ended)
+        if line:
+            lines.append(f"  start{f' (attempt {a.attempt})' if len(status.attempts) > 1 else ''}: {line}")
+    return lines
+
+
 def spare_cost_line(attempts: list[AttemptStatus], now: float) -> str:
     """What holding spare nodes cost: their idle node-hours, against the job's (a running attempt up to ``now``)."""
     idle = held = 0.0
@@ -303,7 +372,7 @@ def format_status(status: JobStatus) -> str:
         head += f"  ({status.reason})"
     if status.waits_for:
         head += f"  waits for {status.waits_for}"
-    lines = [head, *_code_lines(status.code), *_attempt_lines(status.attempts)]
+    lines = [head, *_code_lines(status.code), *_start_lines(status), *_attempt_lines(status.attempts)]
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")
         for comp in status.components:

@@ -111,10 +111,22 @@ class NodeRun(Record):
             return guard() if forced is None and guard is not None else forced
 
         workdir = None if self.image is not None else plan.workdir
-        code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward)
+        # the node's own command, or what serves a node that runs none (Ray's workers): the node has started
+        noted = self.note_start if users or not self.contract.runs_command else None
+        code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward, noted)
         watch.usage.finish()
         self.record(code, watch.error)
         return code
+
+    def note_start(self) -> None:
+        """Note when this node's step began and when it handed over its command (``nodes/<c>.<n>.started``, for
+        the supervisor's ``running`` event); a note that cannot be written is no reason to stop the node."""
+        paths, name = JobPaths(self.job_dir), self.plan.components[self.component].name
+        try:
+            make_inside(self.job_dir, paths.nodes_dir)
+            write_atomic(paths.node_started(name, self.contract.index), f"{self.started:.3f} {time.time():.3f}\n")
+        except OSError:
+            pass
 
     def per_npu(self, command: str) -> str:
         """``command`` once per NPU of this node (``processes: per-npu``)."""

@@ -89,6 +89,7 @@ def run_command(
     grace: float,
     guard: Callable[[int], int | None] | None = None,
     forward: Sequence[int] = (),
+    started: Callable[[], None] | None = None,
 ) -> int:
     """Run ``argv`` (``bash -c command``, maybe through a container runtime) in its own process group
     and return its exit code.
@@ -108,11 +109,14 @@ def run_command(
 
     ``guard``, called about twice a second with the command's pid (its process
     group) while it runs, may end it: when it returns an exit code, the group
-    is stopped the same way and that code is returned.
+    is stopped the same way and that code is returned. ``started`` is called
+    once the command's process exists (the job's start timeline).
     """
     import signal
 
     tree = CommandTree(start_group(argv, env, workdir or None), grace)
+    if started is not None:
+        started()
     for signum in forward:
         signal.signal(signum, tree.pass_on)
         if signum in _early_signals:

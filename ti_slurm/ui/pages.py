@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ti_slurm.core.states import tally_line
-from ti_slurm.follow.status import in_state, job_groups
+from ti_slurm.follow.status import in_state, job_groups, start_line
 
 LOG_START = 64 * 1024  # a log view starts with at most this much of its end
 LOG_STEP = 256 * 1024  # and follows at most this much per request
@@ -98,12 +98,18 @@ def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
         "waits_for": status.waits_for,
         "code": status.code,
         "effective": effective_time(status.attempts, status.state.is_terminal),
-        "attempts": [a.__dict__ for a in status.attempts],
+        "attempts": [a.__dict__ | {"start": attempt_start(status, a)} for a in status.attempts],
         "nodes": nodes,
         "series": {u.label: {"node": u.node, "points": u.series} for u in usage},
         "staging": status.staging,
         "batch_tail": status.batch_tail,
     }
+
+
+def attempt_start(status: Any, attempt: Any) -> str:
+    """How ``attempt`` started, as ``status`` says it (the queue wait for the first)."""
+    submitted = status.submitted if attempt is status.attempts[0] else 0.0
+    return start_line(submitted, attempt.timeline, attempt.ended)
 
 
 def effective_time(attempts: list[Any], ended: bool) -> float | None:

@@ -8,6 +8,7 @@
 #SBATCH --ntasks-per-node="1"
 #SBATCH --cpus-per-task="1"
 #SBATCH --gres="gpu:1"
+batch_started=${EPOCHREALTIME:-}  # the job's start timeline: when Slurm ran this script
 set -euo pipefail
 mkdir -p -- /scratch/jobs
 job_dir=$(cd -- /scratch/jobs && pwd -P)/"${SLURM_JOB_ID}"  # absolute: the command may cd away
@@ -25,4 +26,4 @@ fi
 TI_SLURM_PLAN
 mv -f -- "$job_dir/plan.json.tmp.$$" "$job_dir/plan.json"
 cd -- /home/u/proj
-exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"
+TI_SLURM_BATCH_STARTED=$batch_started exec /opt/ti-slurm/bin/python -m ti_slurm.job supervise "$job_dir"

@@ -19,8 +19,11 @@ Events go to ``<job dir>/status.jsonl`` (:mod:`ti_slurm.core.events`).
 from __future__ import annotations
 
 
-def supervise(job_dir: str) -> int:
-    """Entry point inside the batch script: supervise the job whose plan is in ``job_dir``."""
+def supervise(job_dir: str, started: float = 0.0) -> int:
+    """Entry point inside the batch script: supervise the job whose plan is in ``job_dir``; ``started``: when
+    this process started (the batch script's own start comes in ``TI_SLURM_BATCH_STARTED``)."""
+    import os
+
     from ti_slurm.core.paths import JobPaths
     from ti_slurm.core.plan import JobPlan
     from ti_slurm.job.supervisor.launchers import SlurmLauncher
@@ -29,16 +32,24 @@ def supervise(job_dir: str) -> int:
     with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
         plan = JobPlan.from_json(fh.read())
     if plan.points:  # a sweep's array task: the plan of its point, for every node's step to read
-        import os
-
         from ti_slurm.core.files import write_atomic
 
         plan = plan.at_point(int(os.environ["SLURM_ARRAY_TASK_ID"]))
         write_atomic(JobPaths(job_dir).plan, plan.to_json() + "\n")
-    return Supervisor(plan, job_dir, SlurmLauncher(job_dir)).run().exit_code
+    batch = os.environ.pop("TI_SLURM_BATCH_STARTED", "")  # not handed on to the job's steps
+    timeline = {"batch": seconds(batch), "supervisor": round(started, 3)}
+    return Supervisor(plan, job_dir, SlurmLauncher(job_dir), timeline=timeline).run().exit_code
 
 
-def run_local(job_dir: str, job_id: int) -> int:
+def seconds(epoch: str) -> float:
+    """bash's ``$EPOCHREALTIME`` (its decimal point the locale's) as a number; 0 when there is none."""
+    try:
+        return round(float(epoch.replace(",", ".")), 3)
+    except ValueError:
+        return 0.0
+
+
+def run_local(job_dir: str, job_id: int, started: float = 0.0) -> int:
     """The detached supervisor process of a local job (the local backend starts it)."""
     from ti_slurm.core.paths import JobPaths
     from ti_slurm.core.plan import JobPlan
@@ -49,4 +60,5 @@ def run_local(job_dir: str, job_id: int) -> int:
     with open(JobPaths(job_dir).plan, encoding="utf-8") as fh:
         plan = JobPlan.from_json(fh.read())
     become_subreaper()  # a node step killed or frozen leaves its command to this process: stopped with the node
-    return Supervisor(plan, job_dir, LocalLauncher(plan, job_dir, job_id)).run().exit_code
+    timeline = {"supervisor": round(started, 3)}
+    return Supervisor(plan, job_dir, LocalLauncher(plan, job_dir, job_id), timeline=timeline).run().exit_code

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from ti_slurm.core.files import write_atomic
-from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.beat import ALIVE_EVERY, SWAP_AFTER
@@ -21,9 +21,9 @@ from ti_slurm.job.notify import notifying_log
 from ti_slurm.job.supervisor import attempts
 from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
-from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launcher
+from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launch, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
-from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes
+from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes, StartNotes
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
 from ti_slurm.job.supervisor.steps import Steps
 from ti_slurm.slurm.text import preempted
@@ -37,8 +37,16 @@ BACKGROUND_SETTLE = 2.0  # seconds a background exit waits for the required node
 class Supervisor:
     """Runs a plan's nodes through a launcher and decides the job's outcome."""
 
-    def __init__(self, plan: JobPlan, job_dir: str, launcher: Launcher, say: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        plan: JobPlan,
+        job_dir: str,
+        launcher: Launcher,
+        say: Callable[[str], None] | None = None,
+        timeline: dict[str, float] | None = None,
+    ):
         self.paths, self.launcher, self.control = JobPaths(job_dir), launcher, launcher.control
+        self.timeline = timeline or {}  # this allocation's start so far: its first attempt's start event takes it
         self.rule = get_mode(plan.mode).rule
         self.say = say or (lambda text: print(f"ti-slurm: {text}", flush=True))
         self.log, self.notifier = notifying_log(plan, self.paths)  # the job's record, each event to its webhooks
@@ -89,10 +97,12 @@ class Supervisor:
         self.liveness.listen(self.say)
         self.steps.start()
         components = start_components(self.plan, self.names)
-        spares = self.nodes.start_fields(replaced)
+        spares = self.nodes.start_fields(replaced) | launched_timeline(self)
         self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
+        self.start_notes = StartNotes(self.paths.nodes_dir, launched_nodes(self.steps.launches), self.event)
         outcome = self.loop()
+        self.start_notes.note(now=True)
         if outcome.state is JobState.FAILED and not outcome.cause:
             snap = self.records.snapshot()
             lost = self.liveness.lost(self.steps.launches, snap, self.control)
@@ -124,6 +134,7 @@ class Supervisor:
     def loop(self) -> Outcome:
         alive_at = next_lost_check = time.monotonic()
         while True:
+            self.start_notes.note()
             if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
                 alive_at = time.monotonic()
                 self.event("alive")
@@ -265,6 +276,20 @@ def share_addresses(paths: JobPaths, names: NodeNames) -> None:
         from ti_slurm.job.contract import resolve_all
 
         write_atomic(paths.addresses, resolve_all(every))
+
+
+def launched_timeline(sup: Supervisor) -> dict[str, object]:
+    """The allocation's start timeline (the batch script's start, the supervisor's, and now: its steps launched),
+    for its first attempt's start event; nothing for the attempts after it."""
+    if not sup.timeline:
+        return {}
+    timeline, sup.timeline = {k: v for k, v in sup.timeline.items() if v} | {"launched": round(time.time(), 3)}, {}
+    return {"timeline": timeline}
+
+
+def launched_nodes(launches: list[Launch]) -> list[str]:
+    """The nodes the attempt's launches serve, as their start notes name them."""
+    return [node_label(launch.component, n) for launch in launches for n in launch.nodes]
 
 
 def start_components(plan: JobPlan, names: NodeNames) -> list[dict[str, object]]:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 
 from ti_slurm.core.events import NodeExit
-from ti_slurm.core.paths import JobPaths
+from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.job.supervisor.judge import NodeKey, Snapshot
 from ti_slurm.job.supervisor.launchers import Launch
 
@@ -99,3 +99,57 @@ class StagingNotes:
             return None
         self.last = now
         return now
+
+
+START_LOOK_EVERY = 0.5  # seconds between looks at the nodes' start notes while some are missing
+
+
+class StartNotes:
+    """When each node's step began and handed over its command (``nodes/<c>.<n>.started``, written by
+    :meth:`ti_slurm.job.node.NodeRun.note_start`), recorded once as the attempt's ``running`` event:
+    ``steps`` and ``commands`` [first, last] (seconds since the epoch), ``last`` the node whose command
+    started last, ``all`` whether every node's did (false when the attempt ended first)."""
+
+    def __init__(self, folder: str, expected: list[str], event: Callable[..., None]) -> None:
+        self.folder, self.expected, self.event = folder, set(expected), event
+        self.found: dict[str, tuple[float, float]] = {}
+        self.recorded = not expected
+        self.looked = 0.0
+
+    def note(self, now: bool = False) -> None:
+        """Look (at most every START_LOOK_EVERY s, unless ``now``: the attempt ends) and record the event once
+        every expected node has started, or, at the end (``now``), what started so far."""
+        import time
+
+        if self.recorded or (not now and time.monotonic() - self.looked < START_LOOK_EVERY):
+            return
+        self.looked = time.monotonic()
+        self.read()
+        if self.found and (now or self.expected <= self.found.keys()):
+            self.recorded = True
+            last = max(self.found, key=lambda label: self.found[label][1])
+            steps, commands = [t[0] for t in self.found.values()], [t[1] for t in self.found.values()]
+            self.event(
+                "running",
+                steps=[min(steps), max(steps)],
+                commands=[min(commands), max(commands)],
+                last=last,
+                all=self.expected <= self.found.keys(),
+            )
+
+    def read(self) -> None:
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return
+        for name in names:
+            component, _, n = name.removesuffix(".started").rpartition(".")
+            label = node_label(component, n)
+            if not name.endswith(".started") or label in self.found or label not in self.expected:
+                continue
+            try:
+                with open(os.path.join(self.folder, name), encoding="utf-8") as fh:
+                    step, handed = (float(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                continue  # being written: looked at again next time
+            self.found[label] = (step, handed)

@@ -127,6 +127,7 @@ function showJob(data) {
     const how = a.requeued ? (a.in_place ? " -> restarted in place" : " -> requeued") : "";
     const li = el("li", `attempt ${a.attempt}: ${when} ${a.ended ? a.state + how : "running"}${a.reason ? ": " + a.reason : ""}`);
     li.className = a.in_place ? "in-place" : a.requeued ? "requeued" : "";
+    if (a.start) li.append(el("div", `start: ${a.start}`, "note"));
     for (const [lost, spare] of Object.entries(a.replaced || {})) li.append(el("div", spare ? `spare ${spare} took the place of lost node ${lost}` : `went on without lost node ${lost}`, "note"));
     attempts.append(li);
   }
