@@ -1,6 +1,7 @@
 """The console (`ti-slurm ui`) on the real test cluster, in Debian's chromium: a 2-node DDP job submitted with
 the CLI appears in the list, its page shows both Slurm nodes and rank 1's lines as they come, the CPU chart
-has both nodes, and cancel from the page ends the job in Slurm; the same through `--host` over a real sshd."""
+has both nodes, rank 0's TensorBoard scalars are charted, and cancel from the page ends the job in Slurm; the same
+through `--host` over a real sshd (the event files found and read there)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,15 @@ output_dir: {out}
 command: |
   python3 -c '
   import os, time
+  writer = None
+  if os.environ["RANK"] == "0":  # the training scalars, where the console reads them
+      from torch.utils.tensorboard import SummaryWriter
+      writer = SummaryWriter(os.environ["TI_SLURM_TENSORBOARD_DIR"])
   for step in range(200):
       print("rank", os.environ["RANK"], "on", os.environ["SLURMD_NODENAME"], "step", step, flush=True)
+      if writer:
+          writer.add_scalar("train/loss", 1 / (step + 1), step)
+          writer.flush()
       end = time.time() + 0.5
       while time.time() < end:
           pass
@@ -66,6 +74,7 @@ def follow_in_the_console(page: Page, url: str, job: str, folder: Path) -> None:
     seen = page.locator("#log").text_content() or ""
     expect(page.locator("#log")).not_to_have_text(seen, timeout=3000)  # new lines, no reload
     expect(page.locator("#chart-cpu polyline")).to_have_count(2, timeout=20000)
+    expect(page.locator('#scalars svg[data-tag="train/loss"] polyline')).to_have_count(1, timeout=20000)
     shot(page, f"slurm-{folder.name}", folder)
     page.click("#cancel")
     expect(page.locator("#state")).to_have_text("CANCELLED", timeout=30000)

@@ -139,9 +139,51 @@ def test_an_unknown_or_hostile_job_id_is_one_line(console: tuple[str, dict[str, 
     assert missing.status == 404 and "unknown local job" in missing.json()["error"]
 
 
+SCALARS = """\
+import os, sys, time
+from torch.utils.tensorboard import SummaryWriter
+
+lr = float(sys.argv[1])  # "bad": the point fails before writing
+if os.environ["RANK"] == "0":
+    writer = SummaryWriter(os.environ["TI_SLURM_TENSORBOARD_DIR"])
+    for step in range(int(sys.argv[2])):
+        writer.add_scalar("train/loss", 10 * lr / (step + 1), step)
+        writer.flush()
+        time.sleep(float(sys.argv[3]))
+    writer.close()
+"""
+
+
+def test_the_trainings_scalars_are_charted_as_the_job_writes_them(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """A 2-node job writing TensorBoard scalars with PyTorch's SummaryWriter to TI_SLURM_TENSORBOARD_DIR: its page
+    draws a chart per tag, growing while the job runs."""
+    pytest.importorskip("torch.utils.tensorboard")
+    url, env, folder = console
+    (folder / "scalars.py").write_text(SCALARS)
+    command = f"python3 {folder / 'scalars.py'} 0.5 12 1"  # rank 0 writes 12 points, one a second
+    job = submit(folder, env, f"name: scalars\nmode: ddp\nnodes: 2\ncommand: {command}\n")
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"job/{job}")
+    chart = page.locator('#scalars svg[data-tag="train/loss"] polyline')
+    expect(chart).to_have_count(1, timeout=20000)
+    expect(page.locator("#scalars figcaption")).to_contain_text(re.compile(r"train/loss \(last: \S+ at step \d+\)"))
+    early = page.locator("#scalars figcaption").text_content() or ""
+    expect(page.locator("#state")).to_have_text("COMPLETED", timeout=40000)
+    expect(page.locator("#scalars figcaption")).to_have_text("train/loss (last: 0.4167 at step 11)", timeout=5000)
+    assert early != "train/loss (last: 0.4167 at step 11)"  # seen while the job still wrote it
+    assert len((chart.get_attribute("points") or "").split()) == 12
+    expect(page.locator("#scalars-none")).to_be_hidden()
+    shot(page, "scalars", folder)
+
+
 def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str, str], Path], page: Page) -> None:
     url, env, folder = console
-    (folder / "job.yaml").write_text("name: grid\nmode: ddp\nnodes: 1\ncommand: 'test {lr} != bad'\n")
+    pytest.importorskip("torch.utils.tensorboard")
+    (folder / "scalars.py").write_text(SCALARS)
+    command = f"python3 {folder / 'scalars.py'} {{lr}} 2 0"  # each point's loss: 10 * lr / 2 at its last step
+    (folder / "job.yaml").write_text(f"name: grid\nmode: ddp\nnodes: 1\ncommand: '{command}'\n")
     res = run_cli("sweep", "job.yaml", "--local", "--param", "lr=0.1,bad,0.3", "--wait", cwd=folder, env=env)
     sweep = res.stdout.strip()
     assert res.returncode == 1 and sweep.startswith("sweep-"), res.stderr
@@ -157,4 +199,12 @@ def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str,
     expect(rows.first).to_have_class("failed")
     page.locator("#points th", has_text="lr").click()  # sorted by lr
     expect(rows.nth(2).locator("td").nth(1)).to_have_text("bad")
+    loss = page.locator("#points th").nth(4)
+    expect(loss).to_have_text("train/loss")  # the last value of each point's scalar, a column of its own
+    expect(rows.nth(0).locator("td.scalar")).to_have_text("0.5000")
+    expect(rows.nth(1).locator("td.scalar")).to_have_text("1.500")
+    expect(rows.nth(2).locator("td.scalar")).to_have_text("")  # the failed point wrote none
+    loss.click()
+    loss.click()  # by loss, largest first
+    expect(rows.nth(0).locator("td").nth(1)).to_have_text("0.3")
     shot(page, "sweep", folder)

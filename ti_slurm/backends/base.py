@@ -100,6 +100,11 @@ class Backend(Protocol):
         never the whole log); ``None`` when absent."""
         ...
 
+    def find_files(self, folder: str, mark: str) -> list[str]:
+        """A job's files below ``folder`` whose names hold ``mark`` (its TensorBoard event files), a few dozen at
+        most; [] when there are none."""
+        ...
+
     def find_job_dir(self, job_id: str) -> str | None:
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
@@ -161,6 +166,9 @@ class ControllerQueue:
 
     def read_end(self, path: str, size: int) -> tuple[int, bytes] | None:
         return self.transport.read_end(path, size)
+
+    def find_files(self, folder: str, mark: str) -> list[str]:
+        return self.transport.find_files(folder, mark)
 
 
 MIN_FREE_KIB = 1024  # an output directory with less free space cannot hold a job's records and first logs

@@ -16,6 +16,7 @@ node and the submitting machine share::
     attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
     model/, output/             TI_SLURM_MODEL_DIR, TI_SLURM_OUTPUT_DIR (in <outputs>/<job id>/ with `outputs:`);
+    output/tensorboard/         TI_SLURM_TENSORBOARD_DIR: TensorBoard event files (the console's scalar charts);
                                 output/failure: the command's own reason, when it fails
     rank_table.json             NPU jobs: the Ascend rank table (RANK_TABLE_FILE), from npus/<attempt>/<n>.json,
                                 each NPU node's device ids and device IPs
@@ -140,6 +141,11 @@ class JobPaths(Record):
     def results(self, outputs: str) -> str:
         """Where the job's ``model/`` and ``output/`` go: ``<outputs>/<job id>``, or (none) the job directory."""
         return os.path.join(outputs, self.job_id) if outputs else self.root
+
+    def tensorboard(self, outputs: str) -> str:
+        """``output/tensorboard``: where the job writes TensorBoard event files (``TI_SLURM_TENSORBOARD_DIR``): the
+        console draws their scalars."""
+        return os.path.join(self.results(outputs), "output", "tensorboard")
 
     def failure(self, outputs: str) -> str:
         """``output/failure``: the text a failing command leaves as its reason (the TI platform's convention)."""

@@ -326,13 +326,14 @@ def common_env(ctx: NodeContext) -> dict[str, str]:
 
 
 def data_env(ctx: NodeContext) -> dict[str, str]:
-    """Where the job's data is: each input channel (staged ones: their copy on this node's disk), and the
-    model and output directories (``/opt/ml/...`` on the TI platform)."""
+    """Where the job's data is: each input channel (staged ones: their copy on this node's disk), the model and
+    output directories (``/opt/ml/...`` on the TI platform), and the TensorBoard directory inside the output."""
     from ti_slurm.core.paths import JobPaths, node_label
 
     plan, paths = ctx.plan, JobPaths(ctx.job_dir)
     results = paths.results(plan.outputs)
     out = {"TI_SLURM_MODEL_DIR": os.path.join(results, "model"), "TI_SLURM_OUTPUT_DIR": os.path.join(results, "output")}
+    out["TI_SLURM_TENSORBOARD_DIR"] = paths.tensorboard(plan.outputs)
     node = node_label(plan.components[ctx.component].name, ctx.index)
     for name, path in plan.inputs.items():
         staged = name in plan.staged

@@ -155,7 +155,7 @@ def prepare_node(
     """This node's contract, its files written, and the command's full environment."""
     os.makedirs(job_dir, mode=0o700, exist_ok=True)  # a step started by hand (--print-env); private if made here
     contract = node_contract(plan, environ, component, job_dir)
-    for folder in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR"):
+    for folder in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR", "TI_SLURM_TENSORBOARD_DIR"):
         make_inside(job_dir, contract.env[folder])
     make_inside(job_dir, os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
     prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)

@@ -61,6 +61,11 @@ class Transport(Protocol):
 
     def read_end(self, path: str, size: int) -> tuple[int, bytes] | None: ...
 
+    def find_files(self, folder: str, mark: str) -> list[str]: ...
+
+
+FOUND_AT_MOST = 64  # files find_files names at most (a job's TensorBoard files: a few per run)
+
 
 class LocalFiles:
     """Job files read on this machine (or its shared filesystem); ``None`` when absent."""
@@ -81,6 +86,20 @@ class LocalFiles:
                 return length, fh.read(size)
         except OSError:
             return None
+
+    def find_files(self, folder: str, mark: str) -> list[str]:
+        """The regular files below ``folder`` whose names hold ``mark`` (at most FOUND_AT_MOST; links not
+        followed); [] when there is no such folder."""
+        found: list[str] = []
+        for root, dirs, names in os.walk(folder):
+            dirs.sort()
+            for name in sorted(names):
+                path = os.path.join(root, name)
+                if mark in name and os.path.isfile(path) and not os.path.islink(path):
+                    found.append(path)
+                    if len(found) >= FOUND_AT_MOST:
+                        return found
+        return found
 
 
 def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:

@@ -326,6 +326,14 @@ class SSHSession:
         length, sep, data = (out or b"").partition(b"\n")
         return (int(length), data) if out is not None and sep and length.strip().isdigit() else None
 
+    def find_files(self, folder: str, mark: str) -> list[str]:
+        """The regular files below ``folder`` there whose names hold ``mark``, at most FOUND_AT_MOST (``find``)."""
+        from ti_slurm.transports import FOUND_AT_MOST
+
+        script = 'find "$1" -type f -name "*$2*" 2>/dev/null | sort | head -n "$3"'
+        out = self._tail(["sh", "-c", script, "sh", folder, mark.replace("*", ""), str(FOUND_AT_MOST)])
+        return [line for line in (out or b"").decode(errors="replace").splitlines() if line]
+
     def _tail(self, argv: list[str]) -> bytes | None:
         code, out, _ = self.exchange(self.start(argv), argv, None)
         return out if code == 0 else None

@@ -20,10 +20,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
+from ti_slurm.follow.scalars import job_scalars, last_values
 from ti_slurm.ui import pages
 from ti_slurm.ui.guard import Guard
 
 HERE = Path(__file__).parent
+READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
@@ -32,6 +34,15 @@ class Console:
 
     def __init__(self, guard: Guard, host: str | None = None, ssh: dict[str, Any] | None = None) -> None:
         self.guard, self.host, self.ssh = guard, host, ssh or {}
+        self.readers: dict[str, Any] = {}  # job id -> its ScalarReader: each look reads what the files gained
+
+    def scalars(self, job: Any) -> Any:
+        """The job's training scalars so far (tag -> [(step, value)]), read on from where the last look ended."""
+        reader = self.readers.pop(job.id, None) or job_scalars(job.backend, job.job_dir)
+        self.readers[job.id] = reader  # the most recently looked at last
+        while len(self.readers) > READERS_AT_MOST:
+            del self.readers[next(iter(self.readers))]
+        return reader.look()
 
     def job(self, job_id: str) -> Any:
         from ti_slurm.client import get_job
@@ -66,7 +77,11 @@ class Console:
 
     # -- their data --------------------------------------------------------------------------------------
     def sweep_json(self, request: Request) -> Response:
-        return JSONResponse(pages.sweep_rows(self.sweep(request.path_params["sweep_id"]).status()))
+        sweep = self.sweep(request.path_params["sweep_id"])
+        status = sweep.status()
+        jobs = sweep.jobs()[: pages.SCALAR_POINTS]
+        last = {p.index: last_values(self.scalars(job)) for p, job in zip(status.points, jobs, strict=False)}
+        return JSONResponse(pages.sweep_rows(status, last))
 
     def jobs_json(self, request: Request) -> Response:
         from ti_slurm.client import jobs
@@ -81,6 +96,7 @@ class Console:
         status = job.status()
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
+        data["scalars"] = self.scalars(job)
         return JSONResponse(data)
 
     def log_json(self, request: Request) -> Response:

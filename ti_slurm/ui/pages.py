@@ -16,6 +16,7 @@ from ti_slurm.follow.status import in_state, job_groups, start_line
 LOG_START = 64 * 1024  # a log view starts with at most this much of its end
 LOG_STEP = 256 * 1024  # and follows at most this much per request
 LIST_LIMIT = 500  # rows a list shows at most (newest first)
+SCALAR_POINTS = 200  # a sweep's points whose scalars its page reads (the first ones)
 # a terminal's control sequences (colours, cursor moves) and other control characters but tab and newline:
 # a page shows a log's text, not what a terminal would make of it
 _CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
@@ -44,9 +45,12 @@ def job_rows(statuses: list[Any], state: str = "", name: str = "") -> list[dict[
     return rows
 
 
-def sweep_rows(status: Any) -> dict[str, Any]:
-    """A sweep's page: one row per point (its parameters, state, reason), the failed points first."""
-    points = [{"index": p.index, "params": p.params, **row(p.status)} for p in status.points]
+def sweep_rows(status: Any, scalars: dict[int, dict[str, float]] | None = None) -> dict[str, Any]:
+    """A sweep's page: one row per point (its parameters, state, reason, its scalars' last values), the failed
+    points first."""
+    last = scalars or {}
+    points = [{"index": p.index, "params": p.params, **row(p.status), "scalars": last.get(p.index, {})}
+              for p in status.points]  # fmt: skip
     failed = [p for p in points if p["state"] not in ("COMPLETED", "RUNNING", "PENDING")]
     return {"id": status.sweep_id, "name": status.name, "points": failed + [p for p in points if p not in failed]}
 

@@ -77,25 +77,51 @@ async function refreshList() {
 // -- charts: a small SVG line chart, one line per node -------------------------------------------------
 const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"];
 
-function drawChart(svg, lines, unitMax) {
+// lines: [{label, points: [[x, y]]}]; x is seconds since the start, or (opts.steps) a training step
+function drawChart(svg, lines, unitMax, opts = {}) {
   const W = 600, H = 160, P = 28;
   svg.replaceChildren();
   const all = lines.flatMap((l) => l.points);
-  if (!all.length) { svg.append(svgText("no samples yet (one every 5 s)", P, H / 2)); return; }
-  const tMax = Math.max(...all.map((p) => p[0]), 1);
-  const yMax = Math.max(unitMax || 0, ...all.map((p) => p[1]), 1);
+  if (!all.length) { svg.append(svgText(opts.empty || "no samples yet (one every 5 s)", P, H / 2)); return; }
+  const tMin = opts.steps ? Math.min(...all.map((p) => p[0])) : 0;
+  const tMax = Math.max(...all.map((p) => p[0]), tMin + 1);
+  const yMin = Math.min(0, ...all.map((p) => p[1]));
+  const yMax = Math.max(unitMax || 0, ...all.map((p) => p[1]), yMin + (opts.steps ? 1e-9 : 1));
   const axis = document.createElementNS("http://www.w3.org/2000/svg", "path");
   axis.setAttribute("d", `M${P},${P / 2} V${H - P} H${W - 4}`);
   axis.setAttribute("class", "axis");
-  svg.append(axis, svgText(yMax.toFixed(0), 2, P / 2 + 4), svgText(seconds(tMax), W - 60, H - 8));
+  const top = opts.steps ? yMax.toPrecision(3) : yMax.toFixed(0);
+  svg.append(axis, svgText(top, 2, P / 2 + 4), svgText(opts.steps ? `step ${tMax}` : seconds(tMax), W - 80, H - 8));
   lines.forEach((line, i) => {
     const path = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
-    path.setAttribute("points", line.points.map((p) => `${P + (p[0] / tMax) * (W - P - 8)},${H - P - (p[1] / yMax) * (H - 1.5 * P)}`).join(" "));
+    const x = (t) => P + ((t - tMin) / (tMax - tMin)) * (W - P - 8);
+    const y = (v) => H - P - ((v - yMin) / (yMax - yMin)) * (H - 1.5 * P);
+    path.setAttribute("points", line.points.map((p) => `${x(p[0])},${y(p[1])}`).join(" "));
     path.setAttribute("stroke", COLORS[i % COLORS.length]);
     path.setAttribute("class", "line");
     path.dataset.node = line.label;
     svg.append(path);
   });
+}
+
+// the training's own scalars (TensorBoard event files in TI_SLURM_TENSORBOARD_DIR): a chart per tag
+const SCALAR_CHARTS = 12;
+function drawScalars(scalars) {
+  const box = document.getElementById("scalars");
+  const tags = Object.keys(scalars).sort().slice(0, SCALAR_CHARTS);
+  document.getElementById("scalars-none").hidden = tags.length > 0;
+  box.replaceChildren(...tags.map((tag) => {
+    const figure = el("figure");
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 600 160");
+    svg.setAttribute("class", "chart scalar");
+    svg.dataset.tag = tag;
+    const points = scalars[tag];
+    const last = points.length ? ` (last: ${points[points.length - 1][1].toPrecision(4)} at step ${points[points.length - 1][0]})` : "";
+    figure.append(el("figcaption", `${tag}${last}`), svg);
+    drawChart(svg, [{ label: tag, points }], 0, { steps: true, empty: "no points yet" });
+    return figure;
+  }));
 }
 
 function svgText(text, x, y) {
@@ -156,6 +182,7 @@ function showJob(data) {
   drawChart(document.getElementById("chart-gpu"), series.filter((s) => s.points.some((p) => p[3].length)).map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], Math.max(0, ...p[3])]) })), 100);
   const legend = document.getElementById("legend");
   legend.replaceChildren(...series.map((s, i) => { const sp = el("span", `${s.label} (${s.node})`, "key"); sp.style.setProperty("--c", COLORS[i % COLORS.length]); return sp; }));
+  drawScalars(data.scalars || {});
   showEvents(data.events);
   job.terminal = data.terminal;
 }
@@ -246,8 +273,10 @@ async function refreshSweep() {
   const data = await getJSON(`/api/sweep/${encodeURIComponent(sweep.id)}`);
   document.getElementById("name").textContent = data.name;
   const names = [...new Set(data.points.flatMap((p) => Object.keys(p.params)))];
+  const tags = [...new Set(data.points.flatMap((p) => Object.keys(p.scalars || {})))].sort().slice(0, 6);
   const columns = [["point", (p) => p.index], ...names.map((n) => [n, (p) => p.params[n]]),
-    ["state", (p) => p.state], ["run time", (p) => p.run], ["reason", (p) => p.reason]];
+    ["state", (p) => p.state], ["run time", (p) => p.run], ...tags.map((t) => [t, (p) => (p.scalars || {})[t] ?? null]),
+    ["reason", (p) => p.reason]];
   const head = document.querySelector("#points thead tr");
   head.replaceChildren(...columns.map(([label], i) => {
     const th = el("th", label);
@@ -266,7 +295,8 @@ async function refreshSweep() {
     link.href = `/job/${encodeURIComponent(p.id)}`;
     const first = el("td");
     first.append(link);
-    tr.append(first, ...names.map((n) => el("td", p.params[n])), el("td", p.state, `state ${p.state}`), el("td", seconds(p.run)), el("td", p.reason));
+    const scalarCells = tags.map((t) => { const v = (p.scalars || {})[t]; return el("td", v === undefined ? "" : v.toPrecision(4), "scalar"); });
+    tr.append(first, ...names.map((n) => el("td", p.params[n])), el("td", p.state, `state ${p.state}`), el("td", seconds(p.run)), ...scalarCells, el("td", p.reason));
     return tr;
   }));
 }
