@@ -7,6 +7,9 @@ hand-written sbatch script, each running the same Python (bench/peer_work.py), a
 
 Cases (each tool as a user calls it, in this process; its defaults otherwise):
   submit   the call returns a job id (held jobs)
+  process  each tool's submit as a process a user starts from a shell (ti-slurm's CLI and a YAML spec, a submitit
+           script, TorchX's CLI, sbatch and a script): to its job id, and to the code running on both nodes of a
+           2-node job (the interpreter's start and the tool's imports counted)
   start    job start (slurmd's "Launching batch job" line, the same clock for every tool) to the code running on
            every node; also submit to running, which adds Slurm's scheduling (heterogeneous jobs wait for backfill)
   failure  rank 1 exits 3 (the others would sleep 60 s) to the job gone from the queue and every process of it
@@ -281,6 +284,71 @@ def case_start(tools: dict[str, Any], tmp: Path, repeat: int, nodes: int) -> Res
     return alternating(tools, repeat, measure, labels)
 
 
+SUBMITIT_SCRIPT = """\
+import sys
+sys.path.insert(0, {bench!r})
+import cloudpickle, submitit, peer_work
+cloudpickle.register_pickle_by_value(peer_work)
+executor = submitit.AutoExecutor(folder={folder!r}, cluster="slurm")
+executor.update_parameters(nodes={nodes}, tasks_per_node=1, cpus_per_task=1, slurm_partition={partition!r},
+                           timeout_min=10)
+print(executor.submit(peer_work.stamp, {work!r}).job_id)
+"""
+
+
+def process_argv(name: str, tmp: Path, folder: Path, nodes: int) -> tuple[list[str], Path]:
+    """How a user starts each tool's submit from a shell (its argv, and the folder to run it in): ti-slurm's CLI
+    with a YAML spec on disk, a submitit script, TorchX's CLI, ``sbatch`` with a script. Written before the clock
+    starts."""
+    partition = partition_for(nodes)
+    if name == "ti-slurm":
+        spec = folder / "job.yaml"
+        spec.write_text(f"mode: ddp\nnodes: {nodes}\npartition: {partition}\noutput_dir: {tmp / 'ti-slurm-out'}\n"
+                        f"command: {PYTHON} {WORK_PY} stamp {folder}\n")  # fmt: skip
+        return [str(BIN / "ti-slurm"), "submit", str(spec)], folder
+    if name == "submitit":
+        script = folder / "submit.py"
+        bench = str(Path(WORK_PY).parent)
+        script.write_text(SUBMITIT_SCRIPT.format(bench=bench, folder=str(tmp / "submitit" / "%j"), nodes=nodes,
+                                                 partition=partition, work=str(folder)))  # fmt: skip
+        return [PYTHON, str(script)], folder
+    if name == "TorchX":
+        component = ["dist.ddp", "-j", f"{nodes}x1", "--cpu", "1", "--memMB", "256", "--script", WORK_PY]
+        run = [str(BIN / "torchx"), "run", "-s", "slurm", "-cfg", f"partition={partition}", *component]
+        run += ["--", "stamp", str(folder)]
+        (tmp / "torchx").mkdir(exist_ok=True)
+        return run, tmp / "torchx"
+    script = folder / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH -N{nodes} -p {partition} -o {folder}/%j.out\n"
+                      f"srun --kill-on-bad-exit=1 {PYTHON} {WORK_PY} stamp {folder}\n")  # fmt: skip
+    return ["sbatch", "--parsable", str(script)], folder
+
+
+def case_process(tools: dict[str, Any], tmp: Path, repeat: int, nodes: int = 2) -> Results:
+    """Each tool as a process started from a shell: the process's start to the job id (its exit), and to the code
+    running on every node (the start path a user waits through, the interpreter's start and imports included)."""
+
+    def measure(name: str, tool: Any, i: int) -> tuple[float, float]:
+        folder = tmp / f"process-{name}-{i}"
+        folder.mkdir()
+        argv, cwd = process_argv(name, tmp, folder, nodes)
+        started = time.time()
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+        took = time.time() - started
+        found = re.findall(r"(\d+)\s*$", done.stdout)
+        if done.returncode != 0 or not found:
+            raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}")
+        job = found[-1]
+        wait_until(lambda: len(stamps(folder)) == nodes or not in_queue(job), 120, poll=0.05)
+        got = stamps(folder)
+        if len(got) != nodes:
+            raise RuntimeError(f"{len(got)} of {nodes} nodes ran the work (job {job})")
+        return took, max(got) - started
+
+    labels = ("submit as a process (start to job id)", f"submit as a process -> code on all {nodes} nodes")
+    return alternating(tools, repeat, measure, labels)
+
+
 def case_failure(tools: dict[str, Any], tmp: Path, repeat: int, nodes: int = 4) -> Results:
     def measure(name: str, tool: Any, i: int) -> tuple[float]:
         folder = tmp / f"fail-{name}-{i}"
@@ -391,7 +459,7 @@ def print_table(results: Results, names: list[str]) -> None:
         print(note)
 
 
-CASES = ("submit", "start", "failure", "cancel", "status", "train")
+CASES = ("submit", "process", "start", "failure", "cancel", "status", "train")
 
 
 def main() -> int:
@@ -412,6 +480,8 @@ def main() -> int:
     try:
         if "submit" in cases:
             results |= case_submit(tools, tmp, args.repeat)
+        if "process" in cases:
+            results |= case_process(tools, tmp, args.repeat)
         if "start" in cases:
             results |= case_start(tools, tmp, args.repeat, 4)
             if args.nodes:

@@ -26,6 +26,7 @@ _LAZY = {
     "SweepStatus": "ti_slurm.sweeps",
     "get_job": "ti_slurm.client",
     "jobs": "ti_slurm.client",
+    "resubmit": "ti_slurm.client",
     "render": "ti_slurm.client",
     "plan": "ti_slurm.client",
     "load": "ti_slurm.client",
@@ -67,12 +68,13 @@ __all__ = [
     "load",
     "plan",
     "render",
+    "resubmit",
     "submit",
     "sweep",
 ]
 
 if TYPE_CHECKING:
-    from ti_slurm.client import Job, get_job, jobs, load, plan, render, submit
+    from ti_slurm.client import Job, get_job, jobs, load, plan, render, resubmit, submit
     from ti_slurm.core.errors import (
         BackendError,
         ConfigError,

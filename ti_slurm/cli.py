@@ -123,6 +123,14 @@ def _add_watching(sub: Any, remote: argparse.ArgumentParser) -> None:
     c = sub.add_parser("cancel", help="cancel a job", parents=[remote])
     c.add_argument("job")
 
+    r = sub.add_parser(
+        "resubmit",
+        help="submit a job again as it was planned (its code snapshot too), as a new job; prints its id",
+        parents=[remote],
+    )
+    r.add_argument("job")
+    r.add_argument("--wait", action="store_true", help="follow the new job until it ends (as submit --wait)")
+
     w = sub.add_parser(
         "wait", help="follow a job or sweep until it ends; exit 0 only if it succeeded", parents=[remote]
     )
@@ -406,6 +414,16 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resubmit(args: argparse.Namespace) -> int:
+    from ti_slurm.client import resubmit
+
+    if find_sweep(args) is not None:
+        raise ConfigError("job", args.job, "is a sweep: resubmit one of its points, or run the sweep again")
+    job = resubmit(find_job(args))
+    print(job.id, flush=True)
+    return follow(job) if args.wait else 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.client import jobs
     from ti_slurm.core.states import tally_line
@@ -552,6 +570,7 @@ COMMANDS = {
     "status": cmd_status,
     "logs": cmd_logs,
     "cancel": cmd_cancel,
+    "resubmit": cmd_resubmit,
     "wait": cmd_wait,
     "list": cmd_list,
     "doctor": cmd_doctor,

@@ -233,6 +233,31 @@ def submit_to(
     return backend.finish_submit(begun, job_plan, script, check_fit=check_fit, code_ignore=ignore), synced
 
 
+def resubmit(job: Job) -> Job:
+    """Submit ``job`` again as it was planned (its mode, nodes, command, environment, the very code snapshot it
+    ran), as a new job of its own: a new submission, where the first went (the same backend, login node or
+    cluster), without its pipeline's ``after:`` (those jobs have ended). The console's "resubmit", ModelArts'
+    "rebuild"."""
+    from ti_slurm.submitting.script import render as render_plan
+
+    text = job.backend.read_text(JobPaths(job.job_dir).plan) if job.job_dir else None
+    if not text:
+        where = f"its directory {job.job_dir} holds none" if job.job_dir else "its directory is not known"
+        raise UnknownJobError(f"job {job.id}: its plan is gone ({where}): submit its spec again")
+    try:
+        plan = JobPlan.from_json(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        why = f"its plan was written by another ti-slurm ({exc})"
+        raise UnknownJobError(f"job {job.id}: {why}: submit its spec again") from None
+    submission = uuid.uuid4().hex[:16]
+    plan = plan.replace(submission=submission, dependency="")
+    begun = job.backend.begin_submit(submission, plan.python)
+    info = job.backend.finish_submit(begun, plan, render_plan(plan))
+    info.submitted, info.cluster = time.time(), job.info.cluster
+    remember_job(info, job.backend)
+    return Job(info, job.backend)
+
+
 def remember_job(info: JobInfo, backend: Backend) -> None:
     """Record the job for :func:`get_job` and :func:`jobs`; a failure is a warning (the job runs all the same:
     never a reason to submit it again)."""

@@ -111,6 +111,33 @@ def test_cancel_from_the_page_ends_the_job(console: tuple[str, dict[str, str], P
     assert "CANCELLED" in status.splitlines()[0], status
 
 
+def test_resubmit_from_the_page_runs_it_again_as_a_new_job(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """A job that failed for want of a file: the file is made, the job resubmitted from its page (the same plan, a
+    new job), and the new one completes; each CLI command shown has a button that copies it."""
+    url, env, folder = console
+    marker = folder / "data-ready"
+    job = submit(folder, env, f"name: again\nmode: ddp\nnodes: 2\ncommand: 'echo try; test -e {marker}'\n")
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"job/{job}")
+    expect(page.locator("#state")).to_have_text("FAILED", timeout=20000)
+    marker.write_text("")
+    page.click("#resubmit")  # the confirmation is accepted; the page goes to the new job
+    expect(page.locator("#job-id")).not_to_have_text(job, timeout=10000)
+    again = page.locator("#job-id").text_content() or ""
+    assert again.startswith("local-") and again != job
+    expect(page.locator("#state")).to_have_text("COMPLETED", timeout=20000)
+    listed = run_cli("list", cwd=folder, env=env).stdout
+    assert re.search(rf"^{again}\s+again\s+COMPLETED", listed, re.M), listed
+    assert re.search(rf"^{job}\s+again\s+FAILED", listed, re.M), listed
+    copy = page.locator("button.copy-cli").first
+    copy.click()
+    expect(copy).to_have_text(re.compile("copied|selected"))
+    copied = page.evaluate("window.getSelection().toString()") if copy.text_content() == "selected" else None
+    assert copied in (None, f"ti-slurm status {again}"), copied
+
+
 def test_nothing_without_the_token(console: tuple[str, dict[str, str], Path], page: Page) -> None:
     url, env, folder = console
     job = submit(folder, env, "name: secret-job\nmode: ddp\nnodes: 1\ncommand: 'true'\n")

@@ -587,3 +587,26 @@ def test_in_place_restarts_run_out_then_the_job_fails(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "FAILED: ddp node localhost (index 0) exited 3; a local run is not requeued (after 3 attempts)" in res.stderr
     assert sorted(p.name for p in (job_dir(tmp_path, res) / "attempts").iterdir()) == ["0", "1"]
+
+
+def test_resubmit_runs_a_job_again_as_planned_and_a_gone_plan_is_one_line(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    marker = tmp_path / "ready"
+    path = spec(tmp_path, f"mode: ddp\nnodes: 2\ncommand: 'echo try $RANK; test -e {marker}'")
+    first = run_cli("submit", "--local", "--wait", str(path), env=env)
+    assert first.returncode == 1, first.stderr
+    job = first.stdout.split()[0]
+    marker.write_text("")
+    path.write_text("mode: ddp\nnodes: 2\ncommand: 'exit 9'\n")  # the spec changed since: the plan is what runs
+    again = run_cli("resubmit", job, "--wait", env=env)
+    assert again.returncode == 0, again.stderr
+    second = again.stdout.split()[0]
+    assert second != job and second.startswith("local-")
+    assert run_cli("logs", second, "--node", "ddp-1", env=env).stdout == "try 1\n"
+    shutil.rmtree(job_dir(tmp_path, first))
+    gone = run_cli("resubmit", job, env=env)
+    assert gone.returncode == 2 and gone.stdout == ""
+    assert gone.stderr == (
+        f"ti-slurm: error: job {job}: its plan is gone (its directory {job_dir(tmp_path, first)} holds none): "
+        "submit its spec again\n"
+    )

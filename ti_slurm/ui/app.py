@@ -1,4 +1,4 @@
-"""The console's web application: pages (jinja2, escaped), their JSON, a node's log, cancel.
+"""The console's web application: pages (jinja2, escaped), their JSON, a node's log, cancel and resubmit.
 
 Each request is one or two calls of the Python API, run in Starlette's thread pool; every user-given id
 goes through :func:`ti_slurm.client.get_job`'s check before anything runs. Pages carry no user text in
@@ -129,6 +129,12 @@ class Console:
         job.cancel()
         return JSONResponse({"cancel": "requested", "job": job.id})
 
+    def resubmit(self, request: Request) -> Response:
+        from ti_slurm.client import resubmit
+
+        again = resubmit(self.job(request.path_params["job_id"]))
+        return JSONResponse({"resubmitted": again.id})
+
 
 async def refusal(request: Request, exc: Exception) -> Response:
     """A user error (no such job, an id that is no id, a login that cannot be reached): one line, escaped."""
@@ -151,6 +157,7 @@ def make_app(guard: Guard, host: str | None = None, ssh: dict[str, Any] | None =
         Route("/api/job/{job_id}", console.job_json),
         Route("/api/job/{job_id}/log", console.log_json),
         Route("/api/job/{job_id}/cancel", console.cancel, methods=["POST"]),
+        Route("/api/job/{job_id}/resubmit", console.resubmit, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Starlette(

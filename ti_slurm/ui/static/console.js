@@ -261,6 +261,13 @@ function startJobPage() {
     document.getElementById("reason").textContent = res.ok ? "cancel requested" : `cancel refused: ${res.status}`;
     refreshJob();
   });
+  document.getElementById("resubmit").addEventListener("click", async () => {
+    if (!window.confirm(`Submit job ${job.id} again, as it was planned? It becomes a new job.`)) return;
+    const res = await fetch(`/api/job/${encodeURIComponent(job.id)}/resubmit`, { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin" });
+    const answer = res.ok ? await res.json() : null;
+    if (answer) window.location.assign(`/job/${encodeURIComponent(answer.resubmitted)}`);
+    else document.getElementById("reason").textContent = `resubmit refused: ${res.status} ${(await res.text()).slice(0, 200)}`;
+  });
   refreshJob().then(followLog);
   setInterval(refreshJob, 2 * POLL_MS);
   setInterval(() => { if (!document.getElementById("log-search").value) followLog(); }, POLL_MS);
@@ -301,7 +308,23 @@ async function refreshSweep() {
   }));
 }
 
+// every CLI command shown gets a button that copies it (the clipboard, else the text selected for Ctrl-C)
+function addCopyButtons() {
+  for (const code of document.querySelectorAll("code.cli")) {
+    const button = el("button", "copy", "copy-cli");
+    button.type = "button";
+    button.title = "copy the command";
+    button.addEventListener("click", async () => {
+      try { await navigator.clipboard.writeText(code.textContent); button.textContent = "copied"; }
+      catch { window.getSelection().selectAllChildren(code); button.textContent = "selected"; }
+      setTimeout(() => { button.textContent = "copy"; }, 1500);
+    });
+    code.after(button);
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  addCopyButtons();
   if (document.body.dataset.page === "list") {
     document.getElementById("filters").addEventListener("input", refreshList);
     document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
