@@ -63,11 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_argument("--ssh-config", help="SSH config file (default ~/.ssh/config)")
     sm = sub.add_parser("submit", help="submit a job (prints its id)", parents=[remote])
     _add_submit(sm)
-    sm.add_argument(
-        "--cluster",
-        metavar="NAME",
-        help="one of your user config's clusters, or auto: the one that would start the job first (docs/clusters.md)",
-    )
     sw = sub.add_parser(
         "sweep", help="one job per point of a grid of parameters (prints the sweep's id)", parents=[remote]
     )
@@ -168,6 +163,11 @@ def _add_submit(s: argparse.ArgumentParser) -> None:
         action="store_true",
         help="submit a job its partition cannot run as it stands (say, for nodes about to be added)",
     )
+    s.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="one of your user config's clusters, or auto: the one that would start the job first (docs/clusters.md)",
+    )
 
 
 def _add_in_job(e: argparse.ArgumentParser, runs: bool) -> None:
@@ -223,6 +223,7 @@ def submit_options(args: argparse.Namespace) -> dict[str, Any]:
         "queue_anyway": args.queue_anyway,
         "after": [job for given in args.after for job in given.split(",")],
         "when": args.when or "ok",
+        "cluster": args.cluster,
         **ssh_options(args),
     }
 
@@ -230,7 +231,7 @@ def submit_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.client import submit
 
-    job = submit(args.spec, sync=args.sync, cluster=args.cluster, **submit_options(args))
+    job = submit(args.spec, sync=args.sync, **submit_options(args))
     if job.placement:
         print(f"ti-slurm: {job.placement}", file=sys.stderr)
     if job.synced_files is not None:
@@ -257,6 +258,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("--param", " ".join(args.param), "a parameter is given twice: list its values once")
         points = grid_points(grid, "--param")
     sweep = submit_sweep(args.spec, points, max_parallel=args.max_parallel, **submit_options(args))
+    if sweep.record.get("placement"):
+        print(f"ti-slurm: {sweep.record['placement']}", file=sys.stderr)
     print(sweep.id, flush=True)
     kind = "one job array" if sweep.array else "a job per point"
     print(f"ti-slurm: sweep {sweep.id}: {len(sweep.infos)} points as {kind}", file=sys.stderr)

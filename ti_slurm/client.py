@@ -311,7 +311,7 @@ def get_job(
 # script's digits, which would reach scontrol), of the lengths Slurm's 32-bit ids have
 JOB_ID = re.compile(
     r"(?:[A-Za-z][A-Za-z0-9_-]{0,31}:)?[0-9]{1,10}(?:_[0-9]{1,10})?(?:\+[0-9]{1,4})?"  # <cluster>: on a named one
-    r"|local-[0-9]{1,12}|sweep-(?:local-)?[0-9]{1,12}"
+    r"|local-[0-9]{1,12}|sweep-(?:local-|[A-Za-z][A-Za-z0-9_-]{0,31}:)?[0-9]{1,12}"
 )
 
 

@@ -197,7 +197,8 @@ class Sweep:
         """Each point's job as the registry has it now (``cancel`` from another process notes it there)."""
         from ti_slurm.follow.registry import recall
 
-        return [recall(str(p["job_id"])) or _point_info(self.record, p) for p in self.record["points"]]
+        points = [_point_info(self.record, p) for p in self.record["points"]]
+        return [recall(info.ref) or info for info in points]
 
     def __repr__(self) -> str:
         return f"Sweep({self.id!r}, {len(self.infos)} points)"
@@ -221,7 +222,9 @@ class Sweep:
         from ti_slurm.client import statuses_of
 
         infos = self.infos
-        found = statuses_of(self.backend, str(self.record.get("host", "")), infos, max_age)
+        cluster = str(self.record.get("cluster") or "")
+        where = f"cluster:{cluster}" if cluster else str(self.record.get("host", ""))  # whose shared queue answer
+        found = statuses_of(self.backend, where, infos, max_age)
         rows = [
             PointStatus(int(p["index"]), dict(p["params"]), st)
             for p, st in zip(self.record["points"], found, strict=True)
@@ -274,6 +277,7 @@ def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
         submission=str(point.get("submission", "")),
         submitted=float(record.get("submitted", 0.0)),
         sweep=str(record["sweep_id"]),
+        cluster=str(record.get("cluster") or ""),
     )
 
 
@@ -290,12 +294,14 @@ def sweep(
     queue_anyway: bool = False,
     after: Sequence[Any] = (),
     when: str = "ok",
+    cluster: str | None = None,
 ) -> Sweep:
     """Submit one job per point: ``points`` is a grid (``{"lr": [0.1, 0.01]}``: every combination) or a list of
     points (``[{"lr": "0.1"}, ...]``); ``max_parallel`` (0: no limit) points run at once at most. The other
-    arguments are :func:`ti_slurm.submit`'s. A bad grid, or one too large for the cluster's ``MaxArraySize``,
-    is one line and nothing is submitted."""
-    from ti_slurm.client import after_ids, check_host, choose_backend, load
+    arguments are :func:`ti_slurm.submit`'s: ``cluster`` (or the spec's ``cluster:``) sends the whole sweep to
+    one of the user config's clusters, or with ``"auto"`` to the one that would start its job first.
+    A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
+    from ti_slurm.client import after_ids, check_host, choose_backend, load, to_cluster
     from ti_slurm.submitting.spec import with_after
 
     check_host(host)
@@ -303,16 +309,23 @@ def sweep(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 0:
         raise ConfigError("max_parallel", max_parallel, "expected a whole number of points, 0 or more (0: no limit)")
     job_spec = load(spec)
-    if job_spec.cluster and not (backend or host):
-        why = "a sweep runs where the backend or host says, not on a [[cluster]] yet: drop it, or give --backend/--host"
-        raise SpecError("cluster", job_spec.cluster, why)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
-    chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    cluster = cluster or (None if backend or host else job_spec.cluster)
+    target = placement = ""
+    if cluster:
+        if backend or host:
+            why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
+            raise ConfigError("cluster", cluster, why)
+        job_spec, chosen, host, target, placement = to_cluster(job_spec, cluster, accept_new_host_key, ssh_config)
+    else:
+        chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
     record: dict[str, Any] = {
         "name": job_spec.name,
         "backend": chosen.name,
         "host": host,
+        "cluster": target,
+        "placement": placement,
         "max_parallel": max_parallel,
         "params": sorted({n for p in grid for n in p}),
     }
@@ -363,7 +376,8 @@ class _Submit:
 
         submission = uuid.uuid4().hex[:16]
         info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape=shape)
-        record.update(sweep_id=info.job_id, array=True, output_dir=_output_dir(info))
+        record.update(sweep_id=info.ref if record.get("cluster") else info.job_id, array=True)
+        record["output_dir"] = _output_dir(info)
         record["points"] = [
             {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission}
             for k, p in enumerate(grid)
@@ -394,7 +408,8 @@ class _Submit:
                 raise SubmissionError(f"sweep point {k} ({_params_text(point)}): {why}") from None
             infos.append(info)
             record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
-        record.update(sweep_id=f"sweep-{infos[0].job_id}", array=False, output_dir=_output_dir(infos[0]))
+        first = infos[0].ref if record.get("cluster") else infos[0].job_id
+        record.update(sweep_id=f"sweep-{first}", array=False, output_dir=_output_dir(infos[0]))
         return infos
 
 
@@ -466,6 +481,10 @@ def get_sweep(
             raise UnknownJobError(f"sweep {sweep_id}: unknown (not submitted from this account)")
         return None
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    if record.get("cluster"):  # followed on its cluster, as its points are
+        from ti_slurm.clusters import find_cluster, open_cluster
+
+        return Sweep(record, open_cluster(find_cluster(str(record["cluster"])), **options))
     try:
         return Sweep(record, open_backend(str(record["backend"]), host or str(record.get("host", "")), **options))
     except (KeyError, TypeError, ValueError):

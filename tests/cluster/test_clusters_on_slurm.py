@@ -104,3 +104,26 @@ def test_a_cluster_not_in_the_config_is_one_line(tmp_path: Path, two_clusters: d
     assert res.returncode != 0 and res.stderr.strip() == said
     res = run_cli("submit", spec(tmp_path, "y", more="cluster: gpu\n"), env=two_clusters)  # the spec's own
     assert res.returncode != 0 and res.stderr.strip() == said
+
+
+def test_a_sweep_runs_on_the_cluster_its_spec_names_and_auto_picks_one(
+    tmp_path: Path, two_clusters: dict[str, str], island: Island
+) -> None:
+    """`cluster: old` in a sweep's spec: the whole sweep (one job array) on the 22.05 cluster through its
+    slurmrestd, its id and its points' ids with the cluster; `--cluster auto` sends one where it starts first."""
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"name: grid\nmode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'out'}\ncommand: echo lr={{lr}}\n"
+                    "cluster: old\n")  # fmt: skip
+    res = run_cli("sweep", str(path), "--param", "lr=0.1,0.2", "--wait", env=two_clusters)
+    assert res.returncode == 0, res.stderr
+    sweep = res.stdout.strip()
+    assert re.fullmatch(r"old:\d+", sweep), sweep
+    shown = run_cli("status", sweep, env=two_clusters)
+    assert shown.returncode == 0 and "2 points: 2 COMPLETED" in shown.stdout.splitlines()[0], shown.stdout
+    point = run_cli("logs", f"{sweep}_1", env=two_clusters)
+    assert point.stdout == "lr=0.2\n", point.stdout + point.stderr
+    auto = run_cli("sweep", str(path), "--cluster", "auto", "--param", "lr=0.3", "--wait", env=two_clusters)
+    assert auto.returncode == 0, auto.stderr
+    assert re.search(r"^ti-slurm: to cluster (old|new): it would start the job", auto.stderr, re.M), auto.stderr
+    listed = run_cli("list", env=two_clusters).stdout
+    assert re.search(rf"^{re.escape(sweep)}\s+grid\s+SWEEP", listed, re.M), listed

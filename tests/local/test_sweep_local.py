@@ -92,12 +92,14 @@ def test_a_local_sweep_of_more_points_than_it_can_run_at_once_is_one_line(tmp_pa
     assert not (tmp_path / "ti-slurm-jobs").exists()
 
 
-def test_a_sweep_naming_a_cluster_is_one_line_and_submits_nothing(tmp_path: Path) -> None:
+def test_a_sweep_on_a_cluster_not_in_the_config_is_one_line_and_submits_nothing(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(SPEC + "cluster: gpu\n")
-    res = run_cli("sweep", "job.yaml", "--param", "lr=0.1,0.2", cwd=tmp_path)
+    res = run_cli("sweep", "job.yaml", "--param", "lr=0.1,0.2", cwd=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert res.returncode == 2 and res.stdout == "", res.stdout
     assert res.stderr == (
-        "ti-slurm: error: cluster: 'gpu': a sweep runs where the backend or host says, not on a [[cluster]] yet: "
-        "drop it, or give --backend/--host\n"
+        "ti-slurm: error: cluster: 'gpu': no such cluster "
+        "(yours: none: add [[cluster]] tables to your user config (docs/clusters.md))\n"
     )
     assert run_cli("list", cwd=tmp_path).stdout.splitlines()[1:] == []
+    both = run_cli("sweep", "job.yaml", "--local", "--cluster", "gpu", "--param", "lr=0.1", cwd=tmp_path)
+    assert both.returncode == 2 and "cluster: 'gpu': says how to reach the cluster" in both.stderr
