@@ -126,16 +126,8 @@ def submit(
     """
     check_host(host)
     job_spec = load(spec)
-    placement = target = ""
-    if not cluster and not (backend or host):  # the spec's `cluster:`, unless told where in the call
-        cluster = job_spec.cluster
-    if cluster:
-        if backend or host:
-            why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
-            raise ConfigError("cluster", cluster, why)
-        job_spec, chosen, host, target, placement = to_cluster(job_spec, cluster, accept_new_host_key, ssh_config)
-    else:
-        chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    where = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config)
+    job_spec, chosen, host, target, placement = where
     waits = [getattr(a, "id", a) for a in after] or (job_spec.after.jobs if job_spec.after else [])
     if waits and not chosen.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
         from ti_slurm.backends.local import NO_PIPELINES
@@ -153,6 +145,27 @@ def submit(
     submitted = Job(info, chosen)
     submitted.synced_files, submitted.placement = synced, placement
     return submitted
+
+
+def choose_target(
+    spec: JobSpec,
+    cluster: str | None,
+    backend: str | None,
+    host: str | None,
+    accept_new_host_key: bool,
+    ssh_config: str | None,
+) -> tuple[JobSpec, Backend, str, str, str]:
+    """Where a submit (or a sweep) goes: the spec (with a cluster's defaults), the backend, the login node, the
+    cluster's name and (``auto``) why that one. ``cluster`` (else the spec's ``cluster:``, unless a backend or
+    host says where) names one of the user config's clusters; else ``choose_backend`` decides."""
+    cluster = cluster or (None if backend or host else spec.cluster)
+    if not cluster:
+        chosen, host = choose_backend(spec, backend, host, accept_new_host_key, ssh_config)
+        return spec, chosen, host, "", ""
+    if backend or host:
+        why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
+        raise ConfigError("cluster", cluster, why)
+    return to_cluster(spec, cluster, accept_new_host_key, ssh_config)
 
 
 def to_cluster(

@@ -301,7 +301,7 @@ def sweep(
     arguments are :func:`ti_slurm.submit`'s: ``cluster`` (or the spec's ``cluster:``) sends the whole sweep to
     one of the user config's clusters, or with ``"auto"`` to the one that would start its job first.
     A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
-    from ti_slurm.client import after_ids, check_host, choose_backend, load, to_cluster
+    from ti_slurm.client import after_ids, check_host, choose_target, load
     from ti_slurm.submitting.spec import with_after
 
     check_host(host)
@@ -311,15 +311,8 @@ def sweep(
     job_spec = load(spec)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
-    cluster = cluster or (None if backend or host else job_spec.cluster)
-    target = placement = ""
-    if cluster:
-        if backend or host:
-            why = "says how to reach the cluster: give no backend (--local, --backend) or host beside it"
-            raise ConfigError("cluster", cluster, why)
-        job_spec, chosen, host, target, placement = to_cluster(job_spec, cluster, accept_new_host_key, ssh_config)
-    else:
-        chosen, host = choose_backend(job_spec, backend, host, accept_new_host_key, ssh_config)
+    where = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config)
+    job_spec, chosen, host, target, placement = where
     record: dict[str, Any] = {
         "name": job_spec.name,
         "backend": chosen.name,
