@@ -395,6 +395,54 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
     ]  # fmt: skip
 
 
+def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
+    """The console's training scalars: a 10 MB TensorBoard event file (PyTorch's SummaryWriter's records, 100,000
+    scalars) read whole by ti-slurm's stdlib reader, one look of it (what a page refresh reads at most), and a look
+    once it grew by one event; beside TensorBoard's own reader (its EventAccumulator) loading the same file."""
+    from ti_slurm.follow.scalars import READ_AT_MOST, ScalarReader, read_scalars
+
+    one = (ROOT / "tests" / "data" / "tensorboard" / "torch.tfevents").read_bytes()
+    folder = tmp / "scalars"
+    folder.mkdir()
+    path = folder / "events.out.tfevents.1.bench"
+    path.write_bytes(one * copies)
+
+    def read(p: str, offset: int, size: int) -> bytes:
+        with open(p, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(size)
+
+    def find(where: str, mark: str) -> list[str]:
+        return [str(path)]
+
+    whole = median(lambda: read_scalars(path.read_bytes()), repeat)
+    look = median(lambda: ScalarReader(str(folder), find, read).look(), repeat)
+    reader = ScalarReader(str(folder), find, read)
+    while reader.offsets.get(str(path), 0) < path.stat().st_size:
+        reader.look()
+    with path.open("ab") as fh:
+        fh.write(one)
+    grown = timed(reader.look)
+    if not installed("tensorboard"):
+        return [Row("scalars: a 10 MB event file, read whole", whole, 0, "-", "info", True, "no tensorboard here")]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def accumulate() -> object:
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        return acc.Reload()
+
+    theirs = median(accumulate, repeat)
+    mib = READ_AT_MOST >> 20
+    return [
+        Row(f"scalars: a 10 MB event file ({10 * copies} points), read whole", whole, theirs,
+            "TensorBoard's EventAccumulator", "info", True, "the stdlib reader ti-slurm ships: no TensorBoard"),
+        Row(f"scalars: one look ({mib} MiB: a console refresh at most)", look, theirs,
+            "TensorBoard's EventAccumulator", "< 0.5 s", look < 0.5, "a longer history is caught up over looks"),
+        Row("scalars: a look after one more event", grown, theirs, "TensorBoard's EventAccumulator",
+            "< 10 ms", grown < 0.01, "only what the file gained is read"),
+    ]  # fmt: skip
+
+
 def seed_console_jobs(home: Path, jobs: int, nodes: int) -> list[str]:
     """``jobs`` ended local jobs as their records are (registry entry, status.jsonl), the last one with ``nodes``
     nodes, a full usage series per node and a 1 GiB log (sparse: only its end is written)."""
@@ -1145,6 +1193,7 @@ def main() -> int:
     rows += case_supervisor()
     rows += case_usage_sampling(repeat, tmp)
     rows += case_console(repeat, tmp, 2_000 if args.quick else 10_000)
+    rows += case_scalars(repeat, tmp)
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)
         rows += case_submit_backends(repeat, tmp)

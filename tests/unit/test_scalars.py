@@ -17,10 +17,13 @@ from ti_slurm.follow.scalars import (
     MAX_RECORD,
     POINTS_AT_MOST,
     ScalarReader,
+    _one_simple_value,
+    event_scalars,
     last_values,
     read_into,
     read_scalars,
     records,
+    scalars_by_field,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tensorboard"
@@ -66,6 +69,13 @@ def test_a_record_being_written_is_read_once_whole(tmp_path: Path) -> None:
     assert second == read_scalars(whole)
     assert "lr" not in first and first["loss"] == second["loss"]  # the cut record was not half-read, nor twice
     assert reads[1][0] > 0 and reads[1][0] < cut  # the second look read from where whole records ended
+
+
+def test_the_fast_read_of_simple_values_agrees_with_the_field_by_field_one() -> None:
+    found, _ = records((DATA / "torch.tfevents").read_bytes())
+    simple = [r for r in found if event_scalars(r) and _one_simple_value(r) is not None]
+    assert len(simple) == 10  # every add_scalar event took the fast read
+    assert all(event_scalars(r) == scalars_by_field(r) for r in found)
 
 
 def test_what_is_not_a_scalar_event_file_is_skipped() -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 EVENT_FILE_MARK = "tfevents"  # every writer's event files have it in their names (events.out.tfevents.<time>...)
 MAX_RECORD = 1 << 20  # a record longer than this is no scalar event (an image, a graph): skipped unread
 POINTS_AT_MOST = 2000  # per tag: older points are thinned (every other one) when a series grows past it
-READ_AT_MOST = 8 << 20  # bytes read of one file per look (a long history is caught up over a few looks)
+READ_AT_MOST = 4 << 20  # bytes read of one file per look (~50k events, 0.1 s: a long history over a few looks)
 
 _FLOAT, _DOUBLE, _INT32, _INT64 = 1, 2, 3, 9  # TensorProto dtypes a scalar may have
 _PLUGIN_SCALARS = b"scalars"
@@ -75,6 +75,8 @@ def fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most lengths, tags and small steps
+        return buf[pos], pos + 1
     result = shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
@@ -89,6 +91,12 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def event_scalars(record: bytes) -> list[tuple[str, int, float]]:
     """The scalars of one ``Event``: (tag, step, value) for each summary value that is a number."""
+    simple = _one_simple_value(record)
+    return [simple] if simple is not None else scalars_by_field(record)
+
+
+def scalars_by_field(record: bytes) -> list[tuple[str, int, float]]:
+    """:func:`event_scalars`, reading the event field by field (any order, any number of values)."""
     step, summary = 0, b""
     for number, value in fields(record):
         if number == 2 and isinstance(value, int):
@@ -102,6 +110,34 @@ def event_scalars(record: bytes) -> list[tuple[str, int, float]]:
             if tag_value is not None:
                 found.append((tag_value[0], step, tag_value[1]))
     return found
+
+
+def _one_simple_value(record: bytes) -> tuple[str, int, float] | None:
+    """The one scalar of an event as most writers write it (PyTorch's ``add_scalar``: wall_time, step, and a
+    summary of one value with a tag and a ``simple_value``, in that order), read straight off its bytes; None
+    for any other event (read field by field)."""
+    try:
+        if record[0] != 0x09:  # wall_time, a double
+            return None
+        pos, step = 9, 0
+        if record[pos] == 0x10:  # step, a varint
+            step, pos = _varint(record, pos + 1)
+        if record[pos] != 0x2A:  # the summary
+            return None
+        size, pos = _varint(record, pos + 1)
+        if pos + size != len(record) or record[pos] != 0x0A:  # its one value
+            return None
+        size, pos = _varint(record, pos + 1)
+        if pos + size != len(record) or record[pos] != 0x0A:  # the value's tag ...
+            return None
+        size, pos = _varint(record, pos + 1)
+        tag, pos = record[pos : pos + size], pos + size
+        if pos + 5 != len(record) or record[pos] != 0x15:  # ... and its simple_value, a float, ending the event
+            return None
+    except (IndexError, ValueError):
+        return None
+    step = step - (1 << 64) if step >= 1 << 63 else step
+    return tag.decode(errors="replace"), step, struct.unpack_from("<f", record, pos + 1)[0]
 
 
 def _summary_value(buf: bytes) -> tuple[str, float] | None:
