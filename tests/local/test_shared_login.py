@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import sys
@@ -134,3 +135,42 @@ def test_the_epilog_deletes_nothing_through_a_symlink_planted_as_the_users_stage
     res = subprocess.run([str(BIN / "ti-slurm-epilog")], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert model.read_text() == "weeks of training"
+
+
+def test_another_user_gets_nothing_of_the_console_nor_of_a_jobs_start_notes_and_scalars(
+    tmp_path: Path, mallory: str
+) -> None:
+    """The console of this user runs on the login node: another user there, without the token, gets a refusal
+    and nothing of the jobs (not their names), finds no token in the console's command line, and cannot read
+    the job's start notes or its TensorBoard folder."""
+    from tests.browser import console_process
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    (tmp_path / "job.yaml").write_text(
+        f"name: secret-training\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: 'true'\n"
+    )
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.split()[0]
+    job_dir = tmp_path / "out" / job
+    assert sorted(p.name for p in (job_dir / "nodes").glob("*.started")) == ["ddp.0.started", "ddp.1.started"]
+    tmp_path.chmod(0o755)  # the folders above the job directory are open: the job's own must not be
+    with console_process(tmp_path, env) as url:
+        port = url.split(":")[2].split("/")[0]
+        token = url.split("token=")[1]
+        probe = (
+            "import urllib.request, urllib.error\n"
+            f"for path in ('/api/jobs', '/api/job/{job}', '/'):\n"
+            "    try:\n"
+            f"        answer = urllib.request.urlopen('http://127.0.0.1:{port}' + path, timeout=10)\n"
+            "        print('GOT', answer.status, answer.read()[:200])\n"
+            "    except urllib.error.HTTPError as exc:\n"
+            "        print('REFUSED', exc.code, exc.read()[:200])\n"
+        )
+        seen = as_user(mallory, f"python3 -c {shlex.quote(probe)}; ps -eo args")
+    assert seen.stdout.count("REFUSED 403") == 3 and "GOT" not in seen.stdout, seen.stdout + seen.stderr
+    assert "secret-training" not in seen.stdout and token not in seen.stdout
+    peek = as_user(mallory, f"ls {job_dir}/nodes; cat {job_dir}/nodes/ddp.0.started; ls {job_dir}/output/tensorboard")
+    assert peek.returncode != 0 and peek.stdout == "", peek.stdout
+    assert "Permission denied" in peek.stderr
