@@ -369,7 +369,7 @@ class _Submit:
 
         submission = uuid.uuid4().hex[:16]
         info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape=shape)
-        record.update(sweep_id=info.ref if record.get("cluster") else info.job_id, array=True)
+        record.update(sweep_id=_on_cluster(record, info.job_id), array=True)
         record["output_dir"] = _output_dir(info)
         record["points"] = [
             {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission}
@@ -401,8 +401,8 @@ class _Submit:
                 raise SubmissionError(f"sweep point {k} ({_params_text(point)}): {why}") from None
             infos.append(info)
             record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
-        first = infos[0].ref if record.get("cluster") else infos[0].job_id
-        record.update(sweep_id=f"sweep-{first}", array=False, output_dir=_output_dir(infos[0]))
+        record.update(sweep_id=f"sweep-{_on_cluster(record, infos[0].job_id)}", array=False)
+        record["output_dir"] = _output_dir(infos[0])
         return infos
 
 
@@ -415,6 +415,11 @@ def _at_point(grid: list[dict[str, str]], k: int, before: str) -> Callable[[JobP
         return plan.replace(points=tuple(grid)).at_point(k).replace(dependency=dependency)
 
     return shape
+
+
+def _on_cluster(record: dict[str, Any], job_id: str) -> str:
+    """A job id as users name it: ``<cluster>:<id>`` for a sweep on a named cluster."""
+    return f"{record['cluster']}:{job_id}" if record.get("cluster") else job_id
 
 
 def _output_dir(info: JobInfo) -> str:

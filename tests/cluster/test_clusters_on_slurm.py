@@ -120,7 +120,7 @@ def test_a_sweep_runs_on_the_cluster_its_spec_names_and_auto_picks_one(
     assert re.fullmatch(r"old:\d+", sweep), sweep
     shown = run_cli("status", sweep, env=two_clusters)
     assert shown.returncode == 0 and "2 points: 2 COMPLETED" in shown.stdout.splitlines()[0], shown.stdout
-    point = run_cli("logs", f"{sweep}_1", env=two_clusters)
+    point = run_cli("logs", f"{sweep}_1", "--node", "0", env=two_clusters)
     assert point.stdout == "lr=0.2\n", point.stdout + point.stderr
     auto = run_cli("sweep", str(path), "--cluster", "auto", "--param", "lr=0.3", "--wait", env=two_clusters)
     assert auto.returncode == 0, auto.stderr
