@@ -12,6 +12,7 @@ not absolute times, across machines.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -440,6 +441,65 @@ def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
             "TensorBoard's EventAccumulator", "< 0.5 s", look < 0.5, "a longer history is caught up over looks"),
         Row("scalars: a look after one more event", grown, theirs, "TensorBoard's EventAccumulator",
             "< 10 ms", grown < 0.01, "only what the file gained is read"),
+    ]  # fmt: skip
+
+
+def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
+    """What following jobs in the console costs the controller: ``pages`` job pages open (each refreshed every
+    2 s, as its script does) for ``seconds``, beside one ``ti-slurm wait`` (what ``submit --wait`` does) for as
+    long; read-only RPCs counted with ``sdiag``. The jobs sleep throughout (four run, the rest wait)."""
+    import threading
+    import urllib.request
+
+    if not installed("starlette"):
+        return [Row("console: controller queries", -1.0, 0, "-", "info", True, "the ui extra is not installed")]
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp / "console-queries"), "XDG_RUNTIME_DIR": str(tmp / "cq-run")}
+    (tmp / "cq-run").mkdir(mode=0o700)
+    spec = tmp / "console-queries.yaml"
+    spec.write_text(f"mode: ddp\nnodes: 1\npartition: debug\noutput_dir: {tmp / 'cq-out'}\ncommand: sleep 600\n")
+    ids = [sh([TI, "submit", str(spec)], env=env).stdout.split()[0] for _ in range(pages)]
+    port = 19000 + os.getpid() % 1000
+    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
+    proc = subprocess.Popen([TI, "ui", "--port", str(port)], env=env, **quiet)  # type: ignore[call-overload]
+    try:
+        assert proc.stdout is not None
+        token = proc.stdout.readline().strip().rsplit("token=", 1)[1]
+        auth = {"authorization": f"token {token}"}
+        time.sleep(1.0)
+
+        def open_pages() -> None:
+            def page(job: str) -> None:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/job/{job}", headers=auth)
+                    with contextlib.suppress(OSError):
+                        urllib.request.urlopen(request, timeout=30).read()
+                    time.sleep(2.0)
+
+            threads = [threading.Thread(target=page, args=(job,)) for job in ids]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+        console, _ = controller_queries(open_pages)
+
+        def wait() -> None:
+            follower = subprocess.Popen([TI, "wait", ids[0]], env=env, stderr=subprocess.DEVNULL)
+            time.sleep(seconds)
+            follower.terminate()
+            follower.wait()
+
+        waiting, _ = controller_queries(wait)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        subprocess.run(["scancel", *ids], check=False)
+    per_minute = 60 / seconds
+    return [
+        Row(f"console: {pages} open job pages, controller queries per minute", console * per_minute,
+            waiting * per_minute, "one ti-slurm wait (as submit --wait)", "<= 1x", console <= waiting,
+            f"read-only RPCs (sdiag) over {seconds} s; each page refreshed every 2 s"),
     ]  # fmt: skip
 
 
@@ -1202,6 +1262,7 @@ def main() -> int:
         rows += case_controller_load(tmp, 4 if args.quick else 12, 10)
         if not args.quick:  # long enough for the steady state: a query at most once a minute
             rows += case_controller_load(tmp, 4, 150)
+        rows += case_console_queries(tmp, 30 if args.quick else 120)
         rows += case_ssh_submit(repeat, tmp)
         rows += case_job_start(1 if args.quick else 3, tmp)
         rows += case_container_start(1 if args.quick else 3, tmp)

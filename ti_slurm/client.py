@@ -353,12 +353,14 @@ def jobs(
     accept_new_host_key: bool = False,
     ssh_config: str | None = None,
     newest: int | None = None,
+    max_age: float | None = None,
 ) -> list[JobStatus]:
     """The status of every job submitted from this account (optionally only those on ``host``; only the
     ``newest`` so many), oldest first.
 
     Jobs whose own record has ended need no query; one shared queue query per
-    backend and host serves all the others.
+    backend and host serves all the others, taken from another process's answer at most ``max_age`` seconds
+    old (default :data:`~ti_slurm.follow.queue.SHARED_MAX_AGE`; a job submitted since is asked about anew).
     """
     from ti_slurm.follow.registry import recall_all
 
@@ -370,7 +372,7 @@ def jobs(
     for name, on_host, cluster in sorted({(j.backend, j.host, j.cluster) for j in infos}):
         group = [j for j in infos if (j.backend, j.host, j.cluster) == (name, on_host, cluster)]
         try:
-            out.extend(_statuses(group, name, on_host, cluster, **options))
+            out.extend(_statuses(group, name, on_host, cluster, max_age, **options))
         except TiSlurmError as exc:  # one unreachable host, backend or cluster does not hide the other jobs
             where = f"cluster {cluster}" if cluster else f"{name} backend" + (f" on {on_host}" if on_host else "")
             out.extend(
@@ -381,14 +383,16 @@ def jobs(
     return sorted(out, key=lambda s: order[s.job_id])
 
 
-def _statuses(group: list[JobInfo], name: str, host: str, cluster: str, **options: Any) -> list[JobStatus]:
+def _statuses(
+    group: list[JobInfo], name: str, host: str, cluster: str, max_age: float | None, **options: Any
+) -> list[JobStatus]:
     """The status of jobs of one backend, host and cluster: their records, and one shared queue query for the
     unended."""
     if not cluster:
-        return statuses_of(open_backend(name, host, **options), host, group)
+        return statuses_of(open_backend(name, host, **options), host, group, max_age)
     from ti_slurm.clusters import find_cluster, open_cluster
 
-    return statuses_of(open_cluster(find_cluster(cluster), **options), f"cluster:{cluster}", group)
+    return statuses_of(open_cluster(find_cluster(cluster), **options), f"cluster:{cluster}", group, max_age)
 
 
 def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: float | None = None) -> list[JobStatus]:
@@ -404,7 +408,7 @@ def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: floa
     return [job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group]
 
 
-class _Follower:
+class Follower:
     """One job's status over time: its record read every time, the queue asked on a backoff.
 
     The queue is first asked right away, or, for a job this process has just
@@ -505,7 +509,7 @@ class Job:
 
     def status(self) -> JobStatus:
         """Components, nodes, the failed node and exit codes: the data of ``ti-slurm status --json``."""
-        return _Follower(self).status(ask_now=True)
+        return Follower(self).status(ask_now=True)
 
     def wait(self, timeout: float | None = None, on_change: Callable[[JobStatus], object] | None = None) -> JobStatus:
         """Follow the job until it ends; return its final status (a failed job raises nothing).
@@ -519,7 +523,7 @@ class Job:
 
         if timeout is not None and (not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0):
             raise ConfigError("timeout", timeout, "expected seconds (a number, 0 or more), or None: until it ends")
-        follower = _Follower(self)
+        follower = Follower(self)
 
         def stuck(status: JobStatus) -> str:
             return f"job {self.id} is still {status.state} after {timeout}s"
@@ -586,7 +590,7 @@ class Job:
         ``attempt`` shows an earlier attempt's logs instead (they are kept).
         """
         offsets: dict[str, int] = {}  # bytes of each log already shown: only what was appended is read again
-        follower = _Follower(self)
+        follower = Follower(self)
         status = follower.status()
         if status.state is JobState.UNKNOWN and self.directory_gone():  # a job not started has none yet
             raise BackendError(f"job {self.id}: no logs to show: its job directory {self.job_dir} is gone")

@@ -130,7 +130,7 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
     backend = Backend()
     backend.jobs = {"5": JobInfo("5", state=JobState.RUNNING)}
     job = client.Job(JobInfo("5", "t", "slurm", str(record.parent), submission="s"), backend)  # type: ignore[arg-type]
-    follower = client._Follower(job)
+    follower = client.Follower(job)
     assert follower.status().state is JobState.RUNNING and backend.calls == 1  # asked once: not just submitted
     for _ in range(10):  # ten minutes of a healthy job: a line a minute, no query
         clock[0] += 60

@@ -20,12 +20,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
+from ti_slurm.follow.queue import FOLLOW_MAX
 from ti_slurm.follow.scalars import job_scalars, last_values
 from ti_slurm.ui import pages
 from ti_slurm.ui.guard import Guard
 
 HERE = Path(__file__).parent
 READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
+FOLLOWED_AT_MOST = 256  # jobs the console follows at once
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
@@ -35,6 +37,19 @@ class Console:
     def __init__(self, guard: Guard, host: str | None = None, ssh: dict[str, Any] | None = None) -> None:
         self.guard, self.host, self.ssh = guard, host, ssh or {}
         self.readers: dict[str, Any] = {}  # job id -> its ScalarReader: each look reads what the files gained
+        # job id -> its Follower: a page refreshed every 2 s asks the controller as `submit --wait` does (its
+        # record first; the queue on a backoff), not at every refresh
+        self.followers: dict[str, Any] = {}
+
+    def status(self, job: Any) -> Any:
+        """The job's status through its follower (kept while its page is open, the newest FOLLOWED_AT_MOST)."""
+        from ti_slurm.client import Follower
+
+        follower = self.followers.pop(job.id, None) or Follower(job)
+        self.followers[job.id] = follower
+        while len(self.followers) > FOLLOWED_AT_MOST:
+            del self.followers[next(iter(self.followers))]
+        return follower.status()
 
     def scalars(self, job: Any) -> Any:
         """The job's training scalars so far (tag -> [(step, value)]), read on from where the last look ended."""
@@ -78,7 +93,7 @@ class Console:
     # -- their data --------------------------------------------------------------------------------------
     def sweep_json(self, request: Request) -> Response:
         sweep = self.sweep(request.path_params["sweep_id"])
-        status = sweep.status()
+        status = sweep.status(max_age=FOLLOW_MAX)  # the points' records first, as the list
         jobs = sweep.jobs()[: pages.SCALAR_POINTS]
         last = {p.index: last_values(self.scalars(job)) for p, job in zip(status.points, jobs, strict=False)}
         return JSONResponse(pages.sweep_rows(status, last))
@@ -88,12 +103,14 @@ class Console:
 
         q = request.query_params
         newest = None if q.get("state") or q.get("name") else pages.LIST_LIMIT  # a filter looks at every job
-        statuses = jobs(host=self.host, newest=newest, **self.ssh)
+        # the list refreshes each second: a job's own record says when it runs and ends, a job submitted since
+        # the last answer is asked about anew, and the rest of the queue (a pending job's reason) once a minute
+        statuses = jobs(host=self.host, newest=newest, max_age=FOLLOW_MAX, **self.ssh)
         return JSONResponse(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
 
     def job_json(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
-        status = job.status()
+        status = self.status(job)
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
         data["scalars"] = self.scalars(job)
@@ -127,6 +144,7 @@ class Console:
     def cancel(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
         job.cancel()
+        self.followers.pop(job.id, None)  # the next refresh asks the controller at once
         return JSONResponse({"cancel": "requested", "job": job.id})
 
     def resubmit(self, request: Request) -> Response:
