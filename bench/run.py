@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -349,32 +349,13 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
     """The console's answers, over HTTP from a running `ti-slurm ui`, beside the CLI reading the same records:
     the list of ``jobs`` ended jobs, the page of a ``nodes``-node job (its record, every node's usage series),
     and a 1 GiB log's end (the log view's start) beside ``tail -c``."""
-    import urllib.request
 
     if not installed("starlette"):
         return [Row("console: list of jobs", -1.0, 0, "-", "info", True, "the ui extra is not installed")]
     home = tmp / "console"
     ids = seed_console_jobs(home, jobs, nodes)
     env = {**os.environ, "XDG_STATE_HOME": str(home / "state")}
-    port = 18000 + os.getpid() % 1000
-    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
-    proc = subprocess.Popen([TI, "ui", "--port", str(port)], env=env, **quiet)  # type: ignore[call-overload]
-    try:
-        assert proc.stdout is not None
-        token = proc.stdout.readline().strip().rsplit("token=", 1)[1]
-
-        def get(path: str) -> bytes:
-            url, auth = f"http://127.0.0.1:{port}{path}", {"authorization": f"token {token}"}
-            request = urllib.request.Request(url, headers=auth)
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                return bytes(answer.read())
-
-        for _ in range(100):  # listening
-            try:
-                get("/static/console.css")
-                break
-            except OSError:
-                time.sleep(0.1)
+    with console_server(env) as get:
         big = ids[-1]
         listed = median(lambda: get("/api/jobs"), repeat)
         cli_list = median(lambda: sh([TI, "list", "--limit", "0"], env=env), repeat)
@@ -383,9 +364,6 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
         tail = median(lambda: get(f"/api/job/{big}/log?node=ddp-0&offset=-1"), repeat)
         log = home / "jobs" / big / "logs" / "ddp-0.log"
         bare_tail = median(lambda: sh(["tail", "-c", "65536", str(log)]), repeat)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     return [
         Row(f"console: list of {jobs} jobs (GET /api/jobs)", listed, cli_list, "ti-slurm list --limit 0",
             "< 1 s", listed < 1.0, "every job's record read, newest 500 shown"),
@@ -444,12 +422,47 @@ def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
     ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def console_server(env: dict[str, str]) -> Iterator[Callable[[str], bytes]]:
+    """``ti-slurm ui`` running with ``env``: a GET of a path of it, with its token, once it listens."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:  # a port free now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen([TI, "ui", "--port", str(port)], env=env, **quiet)  # type: ignore[call-overload]
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        said = proc.stdout.readline().strip()
+        if "token=" not in said:
+            raise RuntimeError(f"ti-slurm ui did not start: {said} {proc.stderr.read()[-300:]}")
+        token = said.rsplit("token=", 1)[1]
+
+        def get(path: str) -> bytes:
+            url, auth = f"http://127.0.0.1:{port}{path}", {"authorization": f"token {token}"}
+            request = urllib.request.Request(url, headers=auth)
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return bytes(answer.read())
+
+        for _ in range(100):  # listening
+            try:
+                get("/static/console.css")
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield get
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
     """What following jobs in the console costs the controller: ``pages`` job pages open (each refreshed every
     2 s, as its script does) for ``seconds``, beside one ``ti-slurm wait`` (what ``submit --wait`` does) for as
     long; read-only RPCs counted with ``sdiag``. The jobs sleep throughout (four run, the rest wait)."""
     import threading
-    import urllib.request
 
     if not installed("starlette"):
         return [Row("console: controller queries", -1.0, 0, "-", "info", True, "the ui extra is not installed")]
@@ -458,42 +471,33 @@ def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
     spec = tmp / "console-queries.yaml"
     spec.write_text(f"mode: ddp\nnodes: 1\npartition: debug\noutput_dir: {tmp / 'cq-out'}\ncommand: sleep 600\n")
     ids = [sh([TI, "submit", str(spec)], env=env).stdout.split()[0] for _ in range(pages)]
-    port = 19000 + os.getpid() % 1000
-    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "text": True}
-    proc = subprocess.Popen([TI, "ui", "--port", str(port)], env=env, **quiet)  # type: ignore[call-overload]
     try:
-        assert proc.stdout is not None
-        token = proc.stdout.readline().strip().rsplit("token=", 1)[1]
-        auth = {"authorization": f"token {token}"}
-        time.sleep(1.0)
+        with console_server(env) as get:
 
-        def open_pages() -> None:
-            def page(job: str) -> None:
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/job/{job}", headers=auth)
-                    with contextlib.suppress(OSError):
-                        urllib.request.urlopen(request, timeout=30).read()
-                    time.sleep(2.0)
+            def open_pages() -> None:
+                def page(job: str) -> None:
+                    end = time.monotonic() + seconds
+                    while time.monotonic() < end:
+                        with contextlib.suppress(OSError):
+                            get(f"/api/job/{job}")
+                        time.sleep(2.0)
 
-            threads = [threading.Thread(target=page, args=(job,)) for job in ids]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+                threads = [threading.Thread(target=page, args=(job,)) for job in ids]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
 
-        console, _ = controller_queries(open_pages)
+            console, _ = controller_queries(open_pages)
 
-        def wait() -> None:
-            follower = subprocess.Popen([TI, "wait", ids[0]], env=env, stderr=subprocess.DEVNULL)
-            time.sleep(seconds)
-            follower.terminate()
-            follower.wait()
+            def wait() -> None:
+                follower = subprocess.Popen([TI, "wait", ids[0]], env=env, stderr=subprocess.DEVNULL)
+                time.sleep(seconds)
+                follower.terminate()
+                follower.wait()
 
-        waiting, _ = controller_queries(wait)
+            waiting, _ = controller_queries(wait)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
         subprocess.run(["scancel", *ids], check=False)
     per_minute = 60 / seconds
     return [
@@ -1262,7 +1266,7 @@ def main() -> int:
         rows += case_controller_load(tmp, 4 if args.quick else 12, 10)
         if not args.quick:  # long enough for the steady state: a query at most once a minute
             rows += case_controller_load(tmp, 4, 150)
-        rows += case_console_queries(tmp, 30 if args.quick else 120)
+        rows += case_console_queries(tmp, 60 if args.quick else 120)  # a shorter window is mostly the first asks
         rows += case_ssh_submit(repeat, tmp)
         rows += case_job_start(1 if args.quick else 3, tmp)
         rows += case_container_start(1 if args.quick else 3, tmp)
