@@ -257,12 +257,12 @@ class Sweep:
 
         infos = self.infos
         unended = [infos[p.index] for p in self.status().points if not p.status.state.is_terminal]
-        if self.array:
-            self.backend.cancel(JobInfo(self.id, backend=self.backend.name))
+        if self.array:  # the array's own id (a sweep on a named cluster: its id without the cluster)
+            self.backend.cancel(JobInfo(self.id.rpartition(":")[2], backend=self.backend.name))
         for info in unended:
             if not self.array:
                 self.backend.cancel(info)
-            note_cancelled(info.job_id)
+            note_cancelled(info.ref)
 
 
 def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:

@@ -5,6 +5,7 @@ tier only (it uses both clusters, whichever tier runs it)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -127,3 +128,19 @@ def test_a_sweep_runs_on_the_cluster_its_spec_names_and_auto_picks_one(
     assert re.search(r"^ti-slurm: to cluster (old|new): it would start the job", auto.stderr, re.M), auto.stderr
     listed = run_cli("list", env=two_clusters).stdout
     assert re.search(rf"^{re.escape(sweep)}\s+grid\s+SWEEP", listed, re.M), listed
+    # one on the 25.11 cluster, cancelled there by its id (the array's own id goes to that cluster's scancel)
+    path.write_text(f"name: long\nmode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'out'}\ncommand: sleep 300\n")
+    long = run_cli("sweep", str(path), "--cluster", "new", "--param", "lr=1,2", env=two_clusters)
+    assert long.returncode == 0, long.stderr
+    long_id = long.stdout.strip()
+    assert re.fullmatch(r"new:\d+", long_id), long_id
+    cancel = run_cli("cancel", long_id, env=two_clusters)
+    assert cancel.returncode == 0, cancel.stderr
+    deadline = time.monotonic() + 60
+    while "2 CANCELLED" not in (shown := run_cli("status", long_id, env=two_clusters).stdout):
+        assert time.monotonic() < deadline, shown
+        time.sleep(1)
+    queue = subprocess.run(["/opt/slurm-25.11/bin/squeue", "-h", "-t", "PD,R", "-j", long_id.split(":")[1]],
+                           capture_output=True,
+                           text=True, env={**os.environ, "SLURM_CONF": str(CONF_2511)})  # fmt: skip
+    assert queue.stdout.strip() == "", queue.stdout
