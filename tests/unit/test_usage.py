@@ -80,3 +80,57 @@ def test_the_summary_tells_a_busy_node_from_an_idle_one_and_top_marks_the_idlest
 @pytest.mark.parametrize("text,size", [("4096", 4096 << 20), ("500M", 500 << 20), ("4G", 4 << 30), ("", 0), ("x", 0)])
 def test_slurm_memory_sizes(text: str, size: int) -> None:
     assert mem_bytes(text) == size
+
+
+# `npu-smi info` as Huawei's docs print it: an Atlas 200I A2 (AI Core and memory), and 910B-style rows (HBM too)
+NPU_SMI = """\
++--------------------------------------------------------------------------------------------------------+
+| npu-smi 25.2.0                                       Version: 25.2.0                                   |
++-------------------------------+-----------------+------------------------------------------------------+
+| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |
+| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |
++===============================+=================+======================================================+
+| 0       xxx                   | OK              | 10.4          66                15    / 15           |
+| 0       0                     | NA              | 0            957   / 10810                           |
++===============================+=================+======================================================+
+"""
+NPU_SMI_HBM = """\
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 4     910B3               | OK            | 95.6        40                0    / 0             |
+| 0                         | 0000:81:00.0  | 87          0    / 0          41250/ 65536         |
++===========================+===============+====================================================+
+| 5     910B3               | OK            | 92.0        39                0    / 0             |
+| 0                         | 0000:82:00.0  | 2           0    / 0          3397 / 65536         |
++===========================+===============+====================================================+
+"""
+
+
+def test_ascend_npus_are_read_from_npu_smi_and_summed_up_as_npus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ti_slurm.job.usage import parse_npu_smi
+
+    assert parse_npu_smi(NPU_SMI) == {"0": (0.0, 957 << 20, 10810 << 20)}
+    assert parse_npu_smi(NPU_SMI_HBM) == {"4": (87.0, 41250 << 20, 65536 << 20), "5": (2.0, 3397 << 20, 65536 << 20)}
+    assert parse_npu_smi("No NPU device found\n") == {}
+    smi = tmp_path / "bin" / "npu-smi"  # the node's npu-smi, as the driver installs it
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{NPU_SMI_HBM}EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    path = tmp_path / "worker-0.usage.json"
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4,5"}
+    sampler = UsageSampler(str(path), "npu07", 16, 0, env, npus=2)
+    sampler.sample([os.getpid()])
+    sampler.finish()
+    data = json.loads(path.read_text())
+    assert data["gpus"]["npu4"]["util"] == 87 and data["gpus"]["npu5"]["mem_total"] == 65536 << 20
+    usage = NodeUsage.parse("worker-0", path.read_text())
+    assert usage is not None
+    lines = summary_lines([usage])
+    assert "NPU mean 44% over 2 NPU(s)" in lines[0] and "GPU" not in lines[0]
+    assert lines[1:] == ["  warning: NPU 5 on npu07 averaged 2%"]
+    assert "npu4: 87% 40.3 GiB/64.0 GiB" in top_table([usage])
+    assert UsageSampler(str(path), "n", 1, 0, {"ASCEND_RT_VISIBLE_DEVICES": "4,5"}).readers == []  # no NPUs asked

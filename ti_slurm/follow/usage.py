@@ -46,7 +46,8 @@ def _gib(size: float) -> str:
 
 def top_table(nodes: list[NodeUsage]) -> str:
     """``ti-slurm top``: a row per node, the idlest one marked."""
-    lines = [f"{'node':<16} {'label':<12} {'CPU %':>7} {'of CPUs':>7} {'memory':>10} {'peak':>10}  GPUs (util, memory)"]
+    head = f"{'node':<16} {'label':<12} {'CPU %':>7} {'of CPUs':>7} {'memory':>10} {'peak':>10}"
+    lines = [f"{head}  GPUs, npuN: NPUs (util, memory)"]
     idlest = min(nodes, key=lambda n: n.busy) if len(nodes) > 1 else None
     for n in nodes:
         gpus = "  ".join(
@@ -77,25 +78,36 @@ def summary_lines(nodes: list[NodeUsage]) -> list[str]:
     line += f"; memory peak {_gib(peak.peak_rss)} on {peak.node}"
     if peak.mem_request:
         line += f" of {_gib(peak.mem_request)} asked ({100 * peak.peak_rss / peak.mem_request:.0f}%)"
-    means = [n.gpu_mean(i) for n in nodes for i in n.gpus]
-    if means:
-        line += f"; GPU mean {sum(means) / len(means):.0f}% over {len(means)} GPU(s)"
+    for kind in ACCELERATORS:
+        means = [n.gpu_mean(i) for n in nodes for i in n.gpus if accelerator(i)[0] == kind]
+        if means:
+            line += f"; {kind} mean {sum(means) / len(means):.0f}% over {len(means)} {kind}(s)"
     lines = [line]
     for n in nodes:
         if n.cpu_efficiency < IDLE_PERCENT and not n.gpus:
             lines.append(
                 f"  warning: the CPUs on {n.node} ({n.label}) averaged {n.cpu_efficiency:.0f}% of its {n.cpus}"
             )
-        idle = [i for i in n.gpus if n.gpu_mean(i) < IDLE_PERCENT]
-        if idle:
-            mean = sum(n.gpu_mean(i) for i in idle) / len(idle)
-            lines.append(f"  warning: GPU {_span(idle)} on {n.node} averaged {mean:.0f}%")
+        for kind in ACCELERATORS:
+            idle = [i for i in n.gpus if accelerator(i)[0] == kind and n.gpu_mean(i) < IDLE_PERCENT]
+            if idle:
+                mean = sum(n.gpu_mean(i) for i in idle) / len(idle)
+                which = _span([accelerator(i)[1] for i in idle])
+                lines.append(f"  warning: {kind} {which} on {n.node} averaged {mean:.0f}%")
     return lines
 
 
+ACCELERATORS = ("GPU", "NPU")
+
+
+def accelerator(key: str) -> tuple[str, str]:
+    """A usage record's accelerator key as (kind, index): ``"3"`` is GPU 3, ``"npu3"`` NPU 3."""
+    return ("NPU", key[3:]) if key.startswith("npu") else ("GPU", key)
+
+
 def _span(indices: list[str]) -> str:
-    """``0-7`` for consecutive GPU indices, else ``0,2,5``."""
-    numbers = sorted(int(i) for i in indices)
+    """``0-7`` for consecutive indices, else ``0,2,5``."""
+    numbers = sorted(int(i) for i in indices if i.isdigit())
     if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
         return f"{numbers[0]}-{numbers[-1]}"
     return ",".join(str(i) for i in numbers)

@@ -1,6 +1,7 @@
 """What each node's command uses, sampled while it runs: CPU and resident memory over its process tree
-(``/proc``), and each bound GPU's utilization and memory (NVML through ``nvidia-ml-py`` when it is
-installed, else ``nvidia-smi``, less often, else nothing).
+(``/proc``), each bound GPU's utilization and memory (NVML through ``nvidia-ml-py`` when it is
+installed, else ``nvidia-smi``, less often, else nothing), and each bound Ascend NPU's AI Core use and memory
+(``npu-smi info``, as often as ``nvidia-smi``).
 
 :class:`UsageSampler` is ticked by the node's watch (twice a second) and samples every
 :data:`SAMPLE_EVERY` seconds; each sample rewrites the node's usage file (``logs/<label>.usage.json``,
@@ -114,6 +115,60 @@ def gpu_reader(indices: list[str]) -> tuple[Callable[[], dict[str, tuple[float, 
     return (nvml, SAMPLE_EVERY) if nvml is not None else (smi_reader(indices), SMI_EVERY)
 
 
+def parse_npu_smi(text: str) -> dict[str, tuple[float, int, int]]:
+    """``npu-smi info``'s table (Ascend): NPU id -> (AI Core %, memory used and total in bytes). Each NPU is a
+    row with its id and name, then a row per chip whose last cell holds ``AICore(%)`` and ``used / total``
+    pairs in MB (``Memory-Usage``, and ``HBM-Usage`` where the chip has HBM: the last pair is taken)."""
+    out: dict[str, tuple[float, int, int]] = {}
+    npu = ""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0] or not cells[0].split()[0].isdigit():
+            continue
+        words = cells[2].replace("/", " / ").split()
+        if not npu:  # an NPU's row: its id, its name, health, power, temperature
+            npu = cells[0].split()[0]
+            continue
+        pairs = [(words[k - 1], words[k + 1]) for k, w in enumerate(words) if w == "/" and 0 < k < len(words) - 1]
+        numbers = [(u, t) for u, t in pairs if u.isdigit() and t.isdigit()]
+        if words and words[0].replace(".", "", 1).isdigit() and numbers:
+            used, total = numbers[-1]
+            out[npu] = (float(words[0]), int(used) << 20, int(total) << 20)
+        npu = ""
+    return out
+
+
+def bound_npus(env: Mapping[str, str], count: int) -> list[str]:
+    """The NPUs the node's command may use (``ASCEND_RT_VISIBLE_DEVICES``, ...; else the first ``count``)."""
+    if not count:
+        return []
+    from ti_slurm.job.ranktable import visible_devices
+
+    ids = visible_devices(env, count)
+    return [] if isinstance(ids, str) else [str(i) for i in ids]
+
+
+def npu_reader(indices: list[str]) -> Callable[[], dict[str, tuple[float, int, int]]] | None:
+    """NPU readings through ``npu-smi info``, or ``None`` where it is not installed (or no NPU is bound)."""
+    import shutil
+
+    smi = shutil.which("npu-smi")
+    if smi is None or not indices:
+        return None
+
+    def read() -> dict[str, tuple[float, int, int]]:
+        import subprocess
+
+        try:
+            res = subprocess.run([smi, "info"], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        found = parse_npu_smi(res.stdout)
+        return {f"npu{i}": found[i] for i in indices if i in found}
+
+    return read
+
+
 def _children_cpu() -> float:
     import resource
 
@@ -124,7 +179,9 @@ def _children_cpu() -> float:
 class UsageSampler:
     """One node's usage over its command's run, written to ``path`` at each sample."""
 
-    def __init__(self, path: str, node: str, cpus: int, mem_request: int, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, path: str, node: str, cpus: int, mem_request: int, env: Mapping[str, str], npus: int = 0
+    ) -> None:
         self.path, self.node, self.cpus, self.mem_request = path, node, cpus, mem_request
         self.started = self.last_time = time.time()
         self.next_sample = time.monotonic() + SAMPLE_EVERY
@@ -133,8 +190,12 @@ class UsageSampler:
         self.gpus: dict[str, dict[str, float]] = {}
         # [seconds since start, CPU %, resident bytes, [each GPU's utilization]] per sample, bounded
         self.series: list[list[Any]] = []
-        self.read_gpus, self.gpu_every = gpu_reader(bound_gpus(env))
-        self.next_gpus = 0.0
+        # each reader of accelerators (GPUs; Ascend NPUs, as "npu<id>") and how often it reads
+        read_gpus, gpu_every = gpu_reader(bound_gpus(env))
+        read_npus = npu_reader(bound_npus(env, npus))
+        readers = [(read_gpus, gpu_every), (read_npus, SMI_EVERY)]
+        self.readers = [(read, every) for read, every in readers if read is not None]
+        self.next_read = [0.0] * len(self.readers)
         self.children_at_start = _children_cpu()
 
     def tick(self, pid: int) -> None:
@@ -159,19 +220,25 @@ class UsageSampler:
         percent = 100.0 * (self.cpu - self.last_cpu) / max(now - self.last_time, 1e-3)
         self.last_cpu, self.last_time = self.cpu, now
         self.peak_rss, self.samples = max(self.peak_rss, rss), self.samples + 1
-        if self.read_gpus is not None and time.monotonic() >= self.next_gpus:
-            self.next_gpus = time.monotonic() + self.gpu_every
-            for index, (util, used, total) in self.read_gpus().items():
-                gpu = self.gpus.setdefault(index, {"util_sum": 0.0, "readings": 0, "peak_mem": 0})
-                gpu.update(util=util, mem=used, mem_total=total, peak_mem=max(gpu["peak_mem"], used))
-                gpu["util_sum"] += util
-                gpu["readings"] += 1
+        self.read_accelerators()
         if pids:  # a sample while the command ran (the last one, at its end, holds no processes)
             utils = [self.gpus[i].get("util", 0.0) for i in sorted(self.gpus)]
             self.series.append([round(now - self.started, 1), round(percent, 1), rss, utils])
             if len(self.series) > SERIES_POINTS:
                 self.series = self.series[::2]
         self.write(now, percent, rss)
+
+    def read_accelerators(self) -> None:
+        """Each bound GPU's and NPU's utilization and memory, from the readers that are due."""
+        for k, (read, every) in enumerate(self.readers):
+            if time.monotonic() < self.next_read[k]:
+                continue
+            self.next_read[k] = time.monotonic() + every
+            for index, (util, used, total) in read().items():
+                gpu = self.gpus.setdefault(index, {"util_sum": 0.0, "readings": 0, "peak_mem": 0})
+                gpu.update(util=util, mem=used, mem_total=total, peak_mem=max(gpu["peak_mem"], used))
+                gpu["util_sum"] += util
+                gpu["readings"] += 1
 
     def record(self, now: float, percent: float, rss: int) -> UsageRecord:
         return UsageRecord(

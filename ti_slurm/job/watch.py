@@ -96,7 +96,7 @@ def usage_sampler(run: NodeRunView, path: str) -> UsageSampler:
     cpus = int(run.env.get("SLURM_CPUS_ON_NODE", "") or 0) or int(comp.cpus_per_node) or 1
     mem = run.env.get("SLURM_MEM_PER_NODE", "")
     request = int(mem) << 20 if mem.isdigit() else mem_bytes(comp.mem or "")
-    return UsageSampler(path, run.contract.node, cpus, request, run.env)
+    return UsageSampler(path, run.contract.node, cpus, request, run.env, comp.npus_per_node)
 
 
 class NodeWatch:
