@@ -404,6 +404,7 @@ def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
     grown = timed(reader.look)
     if not installed("tensorboard"):
         return [Row("scalars: a 10 MB event file, read whole", whole, 0, "-", "info", True, "no tensorboard here")]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorBoard imports TensorFlow where it is: no banner
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     def accumulate() -> object:

@@ -421,11 +421,11 @@ class Follower:
     queue at all.
     """
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, interval: float | None = None) -> None:
         from ti_slurm.follow.queue import FOLLOW_FIRST, UserQueue
 
         self.job = job
-        self.interval = FOLLOW_FIRST
+        self.interval = interval or FOLLOW_FIRST  # a console's: FOLLOW_MAX from the start (the list's answers)
         just_submitted = job.info.submitted and time.time() - job.info.submitted < FOLLOW_FIRST
         self.next_ask = time.monotonic() + (FOLLOW_FIRST if just_submitted else 0.0)
         # until the queue is asked, a job just submitted counts as what sbatch left it: pending

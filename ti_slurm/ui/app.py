@@ -45,7 +45,9 @@ class Console:
         """The job's status through its follower (kept while its page is open, the newest FOLLOWED_AT_MOST)."""
         from ti_slurm.client import Follower
 
-        follower = self.followers.pop(job.id, None) or Follower(job)
+        # a page's job is asked about as the list's are: an answer up to a minute old, shared by every page
+        # (a job's record says when it runs and ends; a job submitted since is asked about at once)
+        follower = self.followers.pop(job.id, None) or Follower(job, interval=FOLLOW_MAX)
         self.followers[job.id] = follower
         while len(self.followers) > FOLLOWED_AT_MOST:
             del self.followers[next(iter(self.followers))]
