@@ -132,7 +132,7 @@ function svgText(text, x, y) {
 }
 
 // -- a job's page --------------------------------------------------------------------------------------
-const job = { id: document.body.dataset.job, logNode: "", logOffset: -1, terminal: false, lastEvents: 0 };
+const job = { id: document.body.dataset.job, logNode: "", logOffset: -1, terminal: false, lastEvents: 0, picked: false };
 
 function showJob(data) {
   document.getElementById("name").textContent = data.name;
@@ -170,11 +170,13 @@ function showJob(data) {
     body.append(tr);
     if (!labels.includes(n.label)) select.append(new Option(`${n.label} (${n.node})`, n.label));
   }
-  if (!job.logNode && select.options.length) {
-    const failed = data.nodes.find((n) => n.failed);
-    job.logNode = failed ? failed.label : select.options[0].value;
+  // the log shown: the first node's, and once a node fails, the failed one's (unless the user picked a node)
+  const failed = data.nodes.find((n) => n.failed);
+  const wanted = failed ? failed.label : job.logNode || (select.options.length ? select.options[0].value : "");
+  if (wanted && !job.picked && wanted !== job.logNode) {
+    job.logNode = wanted; job.logOffset = -1;
     select.value = job.logNode;
-    showLogLinks();
+    showLogLinks();  // the log follows at the next poll (a second reader now would append its start twice)
   }
   const series = Object.entries(data.series).map(([label, s]) => ({ label, node: s.node, points: s.points }));
   drawChart(document.getElementById("chart-cpu"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[1]]) })), 100);
@@ -242,7 +244,7 @@ async function refreshJob() {
 
 function startJobPage() {
   document.getElementById("log-node").addEventListener("change", (e) => {
-    job.logNode = e.target.value; job.logOffset = -1;
+    job.logNode = e.target.value; job.logOffset = -1; job.picked = true;
     showLogLinks();
     followLog();
   });
