@@ -7,6 +7,7 @@ scripts: the scripts (``static/console.js``) fetch JSON and set text, never HTML
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,16 @@ FOLLOWED_AT_MOST = 256  # jobs the console follows at once
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
+def kept(held: dict[str, Any], key: str, make: Callable[[], Any], most: int) -> Any:
+    """``held[key]`` (made by ``make`` the first time), now the most recently used; the least recently used go
+    beyond ``most``."""
+    value = held.pop(key, None) or make()
+    held[key] = value
+    while len(held) > most:
+        del held[next(iter(held))]
+    return value
+
+
 class Console:
     """The views of one console: the login it reads through (``host``: over SSH) and its guard."""
 
@@ -47,18 +58,12 @@ class Console:
 
         # a page's job is asked about as the list's are: an answer up to a minute old, shared by every page
         # (a job's record says when it runs and ends; a job submitted since is asked about at once)
-        follower = self.followers.pop(job.id, None) or Follower(job, interval=FOLLOW_MAX)
-        self.followers[job.id] = follower
-        while len(self.followers) > FOLLOWED_AT_MOST:
-            del self.followers[next(iter(self.followers))]
+        follower = kept(self.followers, job.id, lambda: Follower(job, interval=FOLLOW_MAX), FOLLOWED_AT_MOST)
         return follower.status()
 
     def scalars(self, job: Any) -> Any:
         """The job's training scalars so far (tag -> [(step, value)]), read on from where the last look ended."""
-        reader = self.readers.pop(job.id, None) or job_scalars(job.backend, job.job_dir)
-        self.readers[job.id] = reader  # the most recently looked at last
-        while len(self.readers) > READERS_AT_MOST:
-            del self.readers[next(iter(self.readers))]
+        reader = kept(self.readers, job.id, lambda: job_scalars(job.backend, job.job_dir), READERS_AT_MOST)
         return reader.look()
 
     def job(self, job_id: str) -> Any:
