@@ -264,8 +264,9 @@ def resubmit(job: Job) -> Job:
         raise UnknownJobError(f"job {job.id}: {why}: submit its spec again") from None
     submission = uuid.uuid4().hex[:16]
     plan = plan.replace(submission=submission, dependency="")
+    script = render_plan(plan)  # before the submit begins: a remote half is never left waiting
     begun = job.backend.begin_submit(submission, plan.python)
-    info = job.backend.finish_submit(begun, plan, render_plan(plan))
+    info = job.backend.finish_submit(begun, plan, script)
     info.submitted, info.cluster = time.time(), job.info.cluster
     remember_job(info, job.backend)
     return Job(info, job.backend)
