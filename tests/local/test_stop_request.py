@@ -72,3 +72,39 @@ def test_a_step_that_does_not_answer_is_killed_after_the_grace_and_the_margin(tm
     began = time.monotonic()
     launcher.stop(Launch(0, "ps", [0], deaf), grace=0.5)
     assert deaf.returncode == -9 and 5.0 <= time.monotonic() - began < 15
+
+
+# srun as Slurm writes it: a shepherd child that, when srun dies without telling it, asks slurmctld to kill
+# the step (here: writes the request to a file). On Slurm 25.11 that kill, for a step of a heterogeneous
+# job's first component, cancels the whole job.
+SRUN_WITH_SHEPHERD = textwrap.dedent(
+    """
+    import os, sys, time
+    asked = sys.argv[1]
+    r, w = os.pipe()
+    if os.fork() == 0:  # the shepherd
+        os.close(w)
+        if os.read(r, 1) == b"":  # EOF: srun died unannounced
+            time.sleep(0.2)  # the RPC's way to the controller
+            open(asked, "w").write("SIGKILL the step\\n")
+        os._exit(0)
+    os.close(r)
+    open(asked + ".ready", "w").write("ready\\n")
+    time.sleep(60)  # waiting for a lost node's task
+    """
+)
+
+
+def test_an_srun_killed_for_a_lost_node_takes_its_shepherd_first_so_no_step_kill_reaches_slurm(
+    tmp_path: Path,
+) -> None:
+    asked = tmp_path / "step-kill"
+    srun = subprocess.Popen([sys.executable, "-c", SRUN_WITH_SHEPHERD, str(asked)])
+    deadline = time.monotonic() + 20
+    while not Path(f"{asked}.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    launcher = SlurmLauncher(str(tmp_path), {"SLURM_RESTART_COUNT": "0"})
+    launcher.stop(Launch(0, "ps", [0, 1], srun), grace=5.0, ended=lambda: True)  # node 1 lost, node 0 done
+    assert srun.returncode == -9
+    time.sleep(1.0)  # longer than the shepherd takes to ask
+    assert not asked.exists()

@@ -28,7 +28,7 @@ from ti_slurm.core.hostlist import compress, expand
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.job import main_command
-from ti_slurm.job.process import descendants, parent_of, start_group, stop_trees, terminate
+from ti_slurm.job.process import descendants, parent_of, signal_pid, start_group, stop_trees, terminate
 from ti_slurm.job.restart import SlurmControl
 from ti_slurm.slurm.text import launch_failure
 
@@ -173,7 +173,7 @@ class SlurmLauncher:
         while launch.proc.poll() is None and time.monotonic() < deadline and not (ended and ended()):
             time.sleep(POLL_SECONDS)
         if launch.proc.poll() is None:  # a step that does not answer (a lost node srun still waits for)
-            launch.proc.kill()  # Slurm ends what is left of the step with the job
+            kill_srun(launch.proc)
         launch.proc.wait()
 
     def stop_leftovers(self, grace: float) -> None:
@@ -184,6 +184,18 @@ class SlurmLauncher:
         # too (enroot's squashfuse dies of SIGUSR2, and the image's files with it). Each node's step looks
         # for this file while its command runs and passes the signal to the command's processes only.
         write_atomic(JobPaths(self.job_dir).signal, f"{self.attempt} {signal.Signals(signum).name}\n")
+
+
+def kill_srun(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL an ``srun`` that does not end, its shepherd first. srun forks a shepherd that, once srun dies
+    unannounced, asks slurmctld to SIGKILL the step; on Slurm 25.11 that request, for a step of a
+    heterogeneous job's first component, kills the whole job (the controller turns it into a kill of each
+    component), the attempt about to start in place included. What is left of the step (its lost node's
+    part) Slurm ends with the job, and the next attempt's steps ``--overlap`` it."""
+    for pid in descendants(proc.pid):
+        if pid != proc.pid:
+            signal_pid(pid, signal.SIGKILL)
+    proc.kill()
 
 
 def relay_srun_stderr(launch: Launch) -> None:

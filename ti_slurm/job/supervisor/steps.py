@@ -125,7 +125,8 @@ class Steps:
         for launch in running:
             launch.stopping = True
         for launch in running:
-            ended = (lambda x=launch: self.done_but(x, lost)) if lost else None
+            waits_for_lost = any(self.names.of(launch, i) in lost for i in launch.nodes)
+            ended = (lambda x=launch: self.done_but(x, lost)) if waits_for_lost else None
             self.launcher.stop(launch, self.plan.stop_grace, ended)
             launch.exit_code = exit_code(launch.proc.returncode)
             with contextlib.suppress(OSError):  # stopping matters more than its record
