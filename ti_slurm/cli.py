@@ -166,7 +166,8 @@ def _add_submit(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--cluster",
         metavar="NAME",
-        help="one of your user config's clusters, or auto: the one that would start the job first (docs/clusters.md)",
+        help="one of your user config's clusters, or auto: the one that would start the job (a sweep: each point)"
+        " first (docs/clusters.md)",
     )
 
 

@@ -10,7 +10,8 @@ none. A job submitted to a named cluster is shown as ``<cluster>:<id>`` and foll
 ``auto`` asks every cluster when the job would start (``sbatch --test-only`` with the job's own script, in
 parallel, each within :data:`ASK_TIMEOUT`); a cluster that does not answer in time is skipped and named.
 Through slurmrestd there is no test-only submit: such a cluster counts as starting now when its partition has
-the job's nodes idle, else as after every cluster that gave a time.
+the job's nodes idle (less those its pending jobs ask for: a job just submitted is not yet shown on its nodes),
+else as after every cluster that gave a time.
 """
 
 from __future__ import annotations
@@ -152,9 +153,13 @@ def estimate(cluster: Cluster, script: str, nodes: int, partition: str) -> Estim
     try:
         backend = open_cluster(cluster)
         if cluster.rest_url:
-            free = free_nodes(backend)
-            idle = free.get(partition) if partition else max(free.values(), default=0)
-            return Estimate(cluster, "now" if idle is not None and idle >= nodes else "", "" if free else "no answer")
+            from ti_slurm.backends.rest import RestBackend
+
+            assert isinstance(backend, RestBackend)
+            idle, waiting = backend.idle_nodes(), backend.pending_nodes()
+            free = {name: n - waiting.get(name, 0) for name, n in idle.items()}
+            room = free.get(partition) if partition else max(free.values(), default=0)
+            return Estimate(cluster, "now" if room is not None and room >= nodes else "", "" if free else "no answer")
         from ti_slurm.backends.slurm import SlurmBackend
 
         assert isinstance(backend, SlurmBackend)
@@ -237,6 +242,11 @@ def choose_cluster(spec: Any, name: str) -> tuple[Cluster, str]:
         return find_cluster(name, clusters), ""
     if not clusters:
         raise ConfigError("cluster", name, "no clusters to choose from: add [[cluster]] tables to your user config")
+    return pick(estimate_all(spec, clusters))
+
+
+def estimate_all(spec: Any, clusters: Sequence[Cluster]) -> list[Estimate]:
+    """When each of ``clusters`` would start ``spec`` (its own defaults filled in), asked of all at once."""
     from ti_slurm.submitting.planning import plan_job
     from ti_slurm.submitting.script import render
 
@@ -246,8 +256,12 @@ def choose_cluster(spec: Any, name: str) -> tuple[Cluster, str]:
         return estimate(cluster, render(job_plan), sum(c.nodes for c in job_plan.components), partition)
 
     answers = ask_all(clusters, ask)
-    estimates = [a if a is not None else Estimate(c, "", f"no answer within {ASK_TIMEOUT:.0f} s")
-                 for c, a in zip(clusters, answers, strict=True)]  # fmt: skip
+    return [a if a is not None else Estimate(c, "", f"no answer within {ASK_TIMEOUT:.0f} s")
+            for c, a in zip(clusters, answers, strict=True)]  # fmt: skip
+
+
+def pick(estimates: Sequence[Estimate]) -> tuple[Cluster, str]:
+    """The cluster that would start the job first, and the line that says why (naming the others)."""
     best = earliest(estimates)
     if best is None:
         said = "; ".join(f"{e.cluster.name}: {e.why or 'no start time'}" for e in estimates)

@@ -29,11 +29,12 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ti_slurm.backends import Backend, JobInfo
+from ti_slurm.core.choices import AUTO_CLUSTER
 from ti_slurm.core.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
@@ -187,10 +188,12 @@ def format_sweep(status: SweepStatus) -> str:
 
 
 class Sweep:
-    """A submitted sweep: its points' jobs, followed together."""
+    """A submitted sweep: its points' jobs, followed together (a spread sweep's on each point's cluster)."""
 
-    def __init__(self, record: dict[str, Any], backend: Backend) -> None:
-        self.record, self.backend = record, backend
+    def __init__(self, record: dict[str, Any], backends: Mapping[str, Backend], **options: Any) -> None:
+        self.record = record
+        self.backends = dict(backends)  # by cluster name ("": the sweep is on no named cluster); more opened as needed
+        self.options = options  # how to open those (accept_new_host_key, ssh_config)
 
     @property
     def infos(self) -> list[JobInfo]:
@@ -211,23 +214,49 @@ class Sweep:
     def array(self) -> bool:
         return bool(self.record.get("array"))
 
+    @property
+    def clusters(self) -> list[str]:
+        """The named clusters its points run on, in the order the points first went there."""
+        return list(dict.fromkeys(info.cluster for info in self.infos if info.cluster))
+
+    def backend_of(self, info: JobInfo) -> Backend:
+        """The backend that reaches point ``info``'s job."""
+        if info.cluster not in self.backends:
+            from ti_slurm.clusters import find_cluster, open_cluster
+
+            self.backends[info.cluster] = open_cluster(find_cluster(info.cluster), **self.options)
+        return self.backends[info.cluster]
+
     def jobs(self) -> list[Any]:
         """Each point's :class:`~ti_slurm.client.Job` (its logs, its own status)."""
         from ti_slurm.client import Job
 
-        return [Job(info, self.backend) for info in self.infos]
+        return [Job(info, self.backend_of(info)) for info in self.infos]
 
     def status(self, max_age: float | None = None) -> SweepStatus:
-        """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all."""
+        """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all
+        the points on one cluster. The points of a cluster that cannot be reached are UNKNOWN, saying why."""
         from ti_slurm.client import statuses_of
 
         infos = self.infos
-        cluster = str(self.record.get("cluster") or "")
-        where = f"cluster:{cluster}" if cluster else str(self.record.get("host", ""))  # whose shared queue answer
-        found = statuses_of(self.backend, where, infos, max_age)
+        found: list[JobStatus | None] = [None] * len(infos)
+        for cluster in dict.fromkeys(info.cluster for info in infos):
+            ks = [k for k, info in enumerate(infos) if info.cluster == cluster]
+            group = [infos[k] for k in ks]
+            where = f"cluster:{cluster}" if cluster else group[0].host  # whose shared queue answer
+            try:
+                answers = statuses_of(self.backend_of(group[0]), where, group, max_age)
+            except TiSlurmError as exc:  # one cluster down does not hide the points on the others
+                if not cluster:
+                    raise
+                why = f"cannot reach its cluster {cluster}: {exc}"
+                answers = [JobStatus(j.ref, j.name, JobState.UNKNOWN, why, job_dir=j.job_dir) for j in group]
+            for k, answer in zip(ks, answers, strict=True):
+                found[k] = answer
         rows = [
             PointStatus(int(p["index"]), dict(p["params"]), st)
             for p, st in zip(self.record["points"], found, strict=True)
+            if st is not None
         ]
         return SweepStatus(self.id, str(self.record.get("name", "")), self.array, rows)
 
@@ -258,26 +287,33 @@ class Sweep:
         infos = self.infos
         unended = [infos[p.index] for p in self.status().points if not p.status.state.is_terminal]
         if self.array:  # the array's own id (a sweep on a named cluster: its id without the cluster)
-            self.backend.cancel(JobInfo(self.id.rpartition(":")[2], backend=self.backend.name))
+            array = infos[0]
+            self.backend_of(array).cancel(JobInfo(self.id.rpartition(":")[2], backend=array.backend))
         for info in unended:
             if not self.array:
-                self.backend.cancel(info)
+                self.backend_of(info).cancel(info)
             note_cancelled(info.ref)
 
 
 def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
+    """Point ``point``'s job: where a spread sweep's point went is the point's own (its cluster, backend, login
+    node and folder), else the sweep's."""
     job_id = str(point["job_id"])
+
+    def where(key: str) -> str:
+        return str(point.get(key, record.get(key)) or "")
+
     return JobInfo(
         job_id,
         str(record.get("name", "")),
-        str(record.get("backend", "")),
-        JobPaths.of(str(record["output_dir"]), job_id).root,
+        where("backend"),
+        JobPaths.of(where("output_dir"), job_id).root,
         JobState.PENDING,
-        host=str(record.get("host", "")),
+        host=where("host"),
         submission=str(point.get("submission", "")),
         submitted=float(record.get("submitted", 0.0)),
         sweep=str(record["sweep_id"]),
-        cluster=str(record.get("cluster") or ""),
+        cluster=where("cluster"),
     )
 
 
@@ -299,7 +335,9 @@ def sweep(
     """Submit one job per point: ``points`` is a grid (``{"lr": [0.1, 0.01]}``: every combination) or a list of
     points (``[{"lr": "0.1"}, ...]``); ``max_parallel`` (0: no limit) points run at once at most. The other
     arguments are :func:`ti_slurm.submit`'s: ``cluster`` (or the spec's ``cluster:``) sends the whole sweep to
-    one of the user config's clusters, or with ``"auto"`` to the one that would start its job first.
+    one of the user config's clusters; ``"auto"`` spreads the points over them, each to the cluster that would
+    start it first (with ``max_parallel`` or ``after``, which Slurm keeps within one cluster, the whole sweep
+    goes to the cluster that would start its first point first).
     A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
     from ti_slurm.client import after_ids, check_host, choose_target, load
     from ti_slurm.submitting.spec import with_after
@@ -311,17 +349,19 @@ def sweep(
     job_spec = load(spec)
     if after:
         job_spec = with_after(job_spec, after_ids(after), when)
-    where = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config)
-    job_spec, chosen, host, target, placement = where
-    record: dict[str, Any] = {
-        "name": job_spec.name,
-        "backend": chosen.name,
-        "host": host,
-        "cluster": target,
-        "placement": placement,
-        "max_parallel": max_parallel,
-        "params": sorted({n for p in grid for n in p}),
-    }
+    options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
+    record: dict[str, Any] = {"name": job_spec.name, "max_parallel": max_parallel}
+    record["params"] = sorted({n for p in grid for n in p})
+    target = cluster or (None if backend or host else job_spec.cluster)
+    if target == AUTO_CLUSTER and len(grid) > 1 and not max_parallel and not job_spec.after and not (backend or host):
+        spread = _Spread(job_spec, grid, not queue_anyway, options)
+        if spread.clusters > 1:
+            infos = spread.each(record)
+            record["submitted"] = time.time()
+            _remember(record, infos, spread.backends)
+            return Sweep(record, spread.backends, **options)
+    job_spec, chosen, host, named, placement = choose_target(job_spec, cluster, backend, host, **options)
+    record.update(backend=chosen.name, host=host, cluster=named, placement=placement)
     if not chosen.queues_jobs and 0 < max_parallel < len(grid):
         why = "the local backend runs every point at once: keeping to a number needs Slurm"
         raise ConfigError("max_parallel", max_parallel, why)
@@ -332,8 +372,8 @@ def sweep(
     one_array = chosen.job_arrays and not _heterogeneous(job_spec)
     infos = submit.as_array(record) if one_array else submit.each(record)
     record["submitted"] = time.time()  # once Slurm holds every point (see client.submit)
-    _remember(record, infos, chosen)
-    return Sweep(record, chosen)
+    _remember(record, infos, {named: chosen})
+    return Sweep(record, {named: chosen}, **options)
 
 
 def _heterogeneous(spec: Any) -> bool:
@@ -369,7 +409,7 @@ class _Submit:
 
         submission = uuid.uuid4().hex[:16]
         info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape=shape)
-        record.update(sweep_id=_on_cluster(record, info.job_id), array=True)
+        record.update(sweep_id=_on_cluster(record.get("cluster"), info.job_id), array=True)
         record["output_dir"] = _output_dir(info)
         record["points"] = [
             {"index": k, "params": p, "job_id": f"{info.job_id}_{k}", "submission": submission}
@@ -380,30 +420,99 @@ class _Submit:
     def each(self, record: dict[str, Any]) -> list[JobInfo]:
         """The sweep as a job per point, point k after point k - max_parallel ended; a submit that fails
         cancels the points submitted before it (nothing is left half-submitted)."""
-        from ti_slurm.client import submit_to
-
-        infos: list[JobInfo] = []
-        record["points"] = []
         most = self.max_parallel
-        for k, point in enumerate(self.grid):
+
+        def point(k: int, infos: list[JobInfo]) -> tuple[JobInfo, dict[str, Any]]:
             before = infos[k - most].job_id if most and k >= most else ""
-            submission = uuid.uuid4().hex[:16]
             shape = _at_point(self.grid, k, before)
-            try:
-                info, _ = submit_to(
-                    self.backend, self.spec, submission, self.remote, None, self.fit and k == 0, shape=shape
-                )
-            except TiSlurmError as exc:
-                if not infos:
-                    raise  # nothing was submitted
-                _cancel_all(self.backend, infos)
-                why = f"{exc}; the {len(infos)} point(s) submitted before it were cancelled"
-                raise SubmissionError(f"sweep point {k} ({_params_text(point)}): {why}") from None
-            infos.append(info)
-            record["points"].append({"index": k, "params": point, "job_id": info.job_id, "submission": submission})
-        record.update(sweep_id=f"sweep-{_on_cluster(record, infos[0].job_id)}", array=False)
+            return _submit_point(self.backend, self.spec, self.remote, self.fit and k == 0, shape), {}
+
+        infos = _each_point(self.grid, record, point, lambda info: self.backend)
+        record.update(sweep_id=f"sweep-{_on_cluster(record.get('cluster'), infos[0].job_id)}", array=False)
         record["output_dir"] = _output_dir(infos[0])
         return infos
+
+
+class _Spread:
+    """A sweep spread over the user's clusters (``cluster: auto``): before each point, every cluster is asked
+    when it would start it (the points already sent count there), and the point goes to the earliest."""
+
+    def __init__(self, spec: Any, grid: list[dict[str, str]], fit: bool, options: dict[str, Any]) -> None:
+        from ti_slurm.clusters import user_clusters
+
+        self.spec, self.grid, self.fit, self.options = spec, grid, fit, options
+        self.answering = user_clusters()  # a cluster that gives no answer is not asked again for this sweep
+        self.clusters = len(self.answering)
+        self.backends: dict[str, Backend] = {}
+
+    def each(self, record: dict[str, Any]) -> list[JobInfo]:
+        from ti_slurm.clusters import estimate_all, open_cluster, pick, with_defaults
+
+        whys: list[str] = []
+
+        def point(k: int, infos: list[JobInfo]) -> tuple[JobInfo, dict[str, Any]]:
+            estimates = estimate_all(self.spec, self.answering)
+            target, why = pick(estimates)
+            self.answering = [e.cluster for e in estimates if e.start or not e.why]
+            whys.append(why)
+            first = target.name not in self.backends
+            if first:
+                self.backends[target.name] = open_cluster(target, **self.options)
+            backend = self.backends[target.name]
+            spec = with_defaults(self.spec, target)
+            info = _submit_point(backend, spec, bool(target.host), self.fit and first, _at_point(self.grid, k, ""))
+            where = {"cluster": target.name, "backend": backend.name, "host": target.host}
+            return info, {**where, "output_dir": _output_dir(info)}
+
+        infos = _each_point(self.grid, record, point, lambda info: self.backends[info.cluster])
+        first = record["points"][0]
+        record.update(sweep_id=f"sweep-{_on_cluster(first['cluster'], infos[0].job_id)}", array=False, spread=True)
+        record["placement"] = f"{_spread_line(record['points'])}; point 0 went {whys[0]}"
+        return infos
+
+
+def _submit_point(
+    backend: Backend, spec: Any, remote: bool, fit: bool, shape: Callable[[JobPlan], JobPlan]
+) -> JobInfo:
+    from ti_slurm.client import submit_to
+
+    return submit_to(backend, spec, uuid.uuid4().hex[:16], remote, None, fit, shape=shape)[0]
+
+
+def _each_point(
+    grid: list[dict[str, str]],
+    record: dict[str, Any],
+    point: Callable[[int, list[JobInfo]], tuple[JobInfo, dict[str, Any]]],
+    backend_of: Callable[[JobInfo], Backend],
+) -> list[JobInfo]:
+    """Submit every point (``point(k, the jobs before it)``: its job, and where it went when not the sweep's
+    place); a submit that fails cancels the points submitted before it (nothing is left half-submitted)."""
+    infos: list[JobInfo] = []
+    record["points"] = []
+    for k, values in enumerate(grid):
+        try:
+            info, where = point(k, infos)
+        except TiSlurmError as exc:
+            if not infos:
+                raise  # nothing was submitted
+            for done in infos:
+                with contextlib.suppress(TiSlurmError):  # one that ended meanwhile
+                    backend_of(done).cancel(done)
+            why = f"{exc}; the {len(infos)} point(s) submitted before it were cancelled"
+            raise SubmissionError(f"sweep point {k} ({_params_text(values)}): {why}") from None
+        infos.append(replace(info, cluster=str(where.get("cluster", info.cluster))))
+        entry = {"index": k, "params": values, "job_id": info.job_id, "submission": info.submission}
+        record["points"].append({**entry, **where})
+    return infos
+
+
+def _spread_line(points: list[dict[str, Any]]) -> str:
+    """Where a spread sweep's points went: ``points 0, 2 to cluster a; 1, 3 to cluster b (...)``."""
+    by_cluster: dict[str, list[str]] = {}
+    for p in points:
+        by_cluster.setdefault(str(p["cluster"]), []).append(str(p["index"]))
+    went = "; ".join(f"point{'s' * (len(ks) > 1)} {', '.join(ks)} to cluster {c}" for c, ks in by_cluster.items())
+    return f"{went}, each to the cluster that would start it first"
 
 
 def _at_point(grid: list[dict[str, str]], k: int, before: str) -> Callable[[JobPlan], JobPlan]:
@@ -417,9 +526,9 @@ def _at_point(grid: list[dict[str, str]], k: int, before: str) -> Callable[[JobP
     return shape
 
 
-def _on_cluster(record: dict[str, Any], job_id: str) -> str:
+def _on_cluster(cluster: str | None, job_id: str) -> str:
     """A job id as users name it: ``<cluster>:<id>`` for a sweep on a named cluster."""
-    return f"{record['cluster']}:{job_id}" if record.get("cluster") else job_id
+    return f"{cluster}:{job_id}" if cluster else job_id
 
 
 def _output_dir(info: JobInfo) -> str:
@@ -432,19 +541,14 @@ def _params_text(point: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
 
 
-def _cancel_all(backend: Backend, infos: list[JobInfo]) -> None:
-    for info in infos:
-        with contextlib.suppress(TiSlurmError):  # one that ended meanwhile
-            backend.cancel(info)
-
-
-def _remember(record: dict[str, Any], infos: list[JobInfo], backend: Backend) -> None:
+def _remember(record: dict[str, Any], infos: list[JobInfo], backends: Mapping[str, Backend]) -> None:
     """Record the sweep and each point as a job (``status``, ``logs``, ``cancel`` of one point find it)."""
     from ti_slurm.client import remember_job
     from ti_slurm.follow.registry import remember_sweep
 
     for point in record["points"]:
-        remember_job(_point_info(record, point), backend)
+        info = _point_info(record, point)
+        remember_job(info, backends[info.cluster])
     try:
         remember_sweep(record)
     except OSError as exc:
@@ -479,11 +583,10 @@ def get_sweep(
             raise UnknownJobError(f"sweep {sweep_id}: unknown (not submitted from this account)")
         return None
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
-    if record.get("cluster"):  # followed on its cluster, as its points are
-        from ti_slurm.clusters import find_cluster, open_cluster
-
-        return Sweep(record, open_cluster(find_cluster(str(record["cluster"])), **options))
+    if record.get("cluster") or record.get("spread"):  # followed on its points' clusters, as they are
+        return Sweep(record, {}, **options)
     try:
-        return Sweep(record, open_backend(str(record["backend"]), host or str(record.get("host", "")), **options))
+        backend = open_backend(str(record["backend"]), host or str(record.get("host", "")), **options)
     except (KeyError, TypeError, ValueError):
         raise UnknownJobError(f"sweep {sweep_id}: its record in the registry is damaged") from None
+    return Sweep(record, {"": backend}, **options)

@@ -144,3 +144,51 @@ def test_a_sweep_runs_on_the_cluster_its_spec_names_and_auto_picks_one(
                            capture_output=True,
                            text=True, env={**os.environ, "SLURM_CONF": str(CONF_2511)})  # fmt: skip
     assert queue.stdout.strip() == "", queue.stdout
+
+
+def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followed_and_cancelled_on_both(
+    tmp_path: Path, two_clusters: dict[str, str], island: Island
+) -> None:
+    """`--cluster auto` with 4 two-node points while the 22.05 cluster's island has 2 nodes free: point 0 goes
+    there (through slurmrestd, starting now), the rest to the 25.11 cluster; the sweep is followed, shown and
+    cancelled across both."""
+    filler = subprocess.run(
+        ["sbatch", "--parsable", "-p", island.name, f"-N{len(island.nodes) - 2}", "--exclusive", "--time=5",
+         "-o", "/dev/null", "--wrap", "sleep 300"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    try:
+        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"], capture_output=True,
+                                               text=True).stdout:  # fmt: skip
+            time.sleep(0.5)
+        grid = spec(tmp_path, "spread", command="echo lr={lr} on $(hostname)")
+        res = run_cli("sweep", grid, "--cluster", "auto", "--param", "lr=1,2,3,4", "--wait", env=two_clusters)
+        assert res.returncode == 0, res.stderr
+        sweep = res.stdout.strip()
+        assert re.fullmatch(r"sweep-old:\d+", sweep), sweep
+        said = next(line for line in res.stderr.splitlines() if "to cluster" in line)
+        assert said.startswith("ti-slurm: point 0 to cluster old; points 1, 2, 3 to cluster new, each to the"), said
+        assert re.search(r"point 0 went to cluster old: it would start the job now \(new: at \S+; gone: ", said)
+    finally:
+        subprocess.run(["scancel", filler], check=False)
+    shown = run_cli("status", sweep, env=two_clusters)
+    assert shown.returncode == 0 and "4 points: 4 COMPLETED" in shown.stdout.splitlines()[0], shown.stdout
+    rows = [line.split() for line in shown.stdout.splitlines()[2:]]
+    assert [row[1].split(":")[0] for row in rows] == ["old", "new", "new", "new"], shown.stdout
+    for k, row in enumerate(rows):  # each point's logs from its own cluster
+        logs = run_cli("logs", row[1], "--node", "0", env=two_clusters)
+        assert logs.stdout.startswith(f"lr={k + 1} on "), logs.stdout + logs.stderr
+    listed = run_cli("list", env=two_clusters).stdout
+    assert re.search(rf"^{re.escape(sweep)}\s+spread\s+SWEEP", listed, re.M), listed
+    # a spread sweep cancelled: its points on both clusters
+    long = spec(tmp_path, "long", command="sleep 300")
+    res = run_cli("sweep", long, "--cluster", "auto", "--param", "lr=1,2,3", env=two_clusters)
+    assert res.returncode == 0, res.stderr
+    long_id = res.stdout.strip()
+    on = {row.split()[1].split(":")[0] for row in run_cli("status", long_id, env=two_clusters).stdout.splitlines()[2:]}
+    assert on == {"old", "new"}, on  # the island's 4 nodes take 2 points, the third goes to the other cluster
+    assert run_cli("cancel", long_id, env=two_clusters).returncode == 0
+    deadline = time.monotonic() + 60
+    while "3 CANCELLED" not in (shown := run_cli("status", long_id, env=two_clusters)).stdout:
+        assert time.monotonic() < deadline, shown.stdout
+        time.sleep(1)

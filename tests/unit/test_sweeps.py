@@ -179,7 +179,7 @@ def test_following_a_sweep_of_100_points_asks_the_queue_once_per_interval(tmp_pa
     points = [{"index": k, "params": {"lr": str(k)}, "job_id": f"700_{k}", "submission": "s"} for k in range(100)]
     record = {"sweep_id": "700", "name": "big", "backend": "slurm", "array": True, "output_dir": str(tmp_path)}
     queue = CountingQueue("700", 100)
-    sweep = Sweep(record | {"points": points}, queue)  # type: ignore[arg-type]
+    sweep = Sweep(record | {"points": points}, {"": queue})  # type: ignore[arg-type]
     for _ in range(5):  # five looks within one interval: one answer serves them all
         found = sweep.status(max_age=60)
     assert queue.calls == 1 and found.counts == {"PENDING": 100}
@@ -192,3 +192,22 @@ def test_a_huge_grid_is_refused_before_any_point_is_made() -> None:
     with pytest.raises(ConfigError) as err:
         grid_points(grid)
     assert str(err.value) == "params: '1000000000000 points': at most 10000 points in one sweep"
+
+
+def test_a_spread_sweeps_points_are_each_on_their_own_cluster() -> None:
+    """A sweep spread over clusters (``cluster: auto``) records where each point went; its points are named,
+    found and followed there, and the line says which went where."""
+    from ti_slurm.sweeps import Sweep, _spread_line
+
+    where = [("old", "rest", "/scratch/old"), ("new", "slurm", "/home/u/out"), ("new", "slurm", "/home/u/out")]
+    points = [
+        {"index": k, "params": {"lr": str(k)}, "job_id": str(100 + k), "cluster": c, "backend": b, "output_dir": d}
+        for k, (c, b, d) in enumerate(where)
+    ]
+    record = {"sweep_id": "sweep-old:100", "name": "grid", "spread": True, "cluster": "", "points": points}
+    infos = Sweep(record, {}).infos
+    assert [i.ref for i in infos] == ["old:100", "new:101", "new:102"]
+    assert [i.backend for i in infos] == ["rest", "slurm", "slurm"]
+    assert infos[0].job_dir == "/scratch/old/100" and infos[2].job_dir == "/home/u/out/102"
+    assert _spread_line(points) == "point 0 to cluster old; points 1, 2 to cluster new, each to the cluster that" \
+        " would start it first"  # fmt: skip

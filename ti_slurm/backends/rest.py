@@ -329,6 +329,16 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             out[str(part.get("name"))] = len(idle.intersection(expand(names) if names else []))
         return out
 
+    def pending_nodes(self) -> dict[str, int]:
+        """Nodes that pending jobs (anyone's) ask for, per partition: a job just submitted waits a moment before
+        the controller shows its nodes allocated, so idle nodes are only free once those are counted."""
+        out: dict[str, int] = {}
+        for job in self.client.request("GET", self.api("jobs")).get("jobs", []):
+            if self.dialect.state(job) == "PENDING":
+                for part in str(job.get("partition") or "").split(","):
+                    out[part] = out.get(part, 0) + (self.dialect.read_number(job.get("node_count")) or 1)
+        return out
+
     def max_array_size(self) -> int | None:
         return None  # not in the API: a sweep larger than MaxArraySize is refused by Slurm at submit
 

@@ -503,7 +503,8 @@ FIELD_DOCS: dict[str, tuple[str, str, object]] = {  # field: (its page of docs/,
     "remote": ("remote", "Where `--host` submission goes by default.", {"host": "login", "workdir": "/share/me/proj"}),
     "cluster": (
         "clusters",
-        "Which of your user config's clusters runs the job, or `auto`: the one that would start it first.",
+        "Which of your user config's clusters runs the job, or `auto`: the one that would start it first (a sweep:"
+        " each point's).",
         "auto",
     ),
 }
