@@ -5,10 +5,12 @@ tier only (it uses both clusters, whichever tier runs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,23 @@ def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
     return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
 
 
+@contextlib.contextmanager
+def filled(island: Island, nodes: int) -> Iterator[None]:
+    """``nodes`` of the 22.05 cluster's island held by another job (running before this yields) until the end."""
+    filler = subprocess.run(
+        ["sbatch", "--parsable", "-p", island.name, f"-N{nodes}", "--exclusive", "--time=5",
+         "-o", "/dev/null", "--wrap", "sleep 300"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    try:
+        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"], capture_output=True,
+                                               text=True).stdout:  # fmt: skip
+            time.sleep(0.5)
+        yield
+    finally:
+        subprocess.run(["scancel", filler], check=False)
+
+
 def spec(tmp_path: Path, name: str, command: str = "hostname", more: str = "") -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(f"name: {name}\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: {command}\n{more}")
@@ -72,22 +91,12 @@ def test_auto_goes_where_the_job_starts_first_and_list_follows_both(
     tmp_path: Path, two_clusters: dict[str, str], island: Island
 ) -> None:
     # the 22.05 cluster's island is full for 5 minutes: auto goes to the other cluster, and says why
-    filler = subprocess.run(
-        ["sbatch", "--parsable", "-p", island.name, f"-N{len(island.nodes)}", "--exclusive", "--time=5",
-         "-o", "/dev/null", "--wrap", "sleep 300"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    try:
-        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"], capture_output=True,
-                                               text=True).stdout:  # fmt: skip
-            time.sleep(0.5)
+    with filled(island, len(island.nodes)):
         auto = run_cli("submit", "--cluster", "auto", "--wait", spec(tmp_path, "auto"), env=two_clusters)
         assert auto.returncode == 0, auto.stderr
         assert auto.stdout.split()[0].startswith("new:")
         said = next(line for line in auto.stderr.splitlines() if "to cluster" in line)
         assert re.search(r"to cluster new: it would start the job at \S+ \(old: later; gone: ", said), said
-    finally:
-        subprocess.run(["scancel", filler], check=False)
     named = run_cli("submit", "--wait", spec(tmp_path, "named", more="cluster: old\n"), env=two_clusters)  # the spec's
     assert named.returncode == 0, named.stderr
     assert named.stdout.split()[0].startswith("old:")
@@ -152,15 +161,7 @@ def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followe
     """`--cluster auto` with 4 two-node points while the 22.05 cluster's island has 2 nodes free: point 0 goes
     there (through slurmrestd, starting now), the rest to the 25.11 cluster; the sweep is followed, shown and
     cancelled across both."""
-    filler = subprocess.run(
-        ["sbatch", "--parsable", "-p", island.name, f"-N{len(island.nodes) - 2}", "--exclusive", "--time=5",
-         "-o", "/dev/null", "--wrap", "sleep 300"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    try:
-        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", filler, "-o", "%T"], capture_output=True,
-                                               text=True).stdout:  # fmt: skip
-            time.sleep(0.5)
+    with filled(island, len(island.nodes) - 2):
         grid = spec(tmp_path, "spread", command="echo lr={lr} on $(hostname)")
         res = run_cli("sweep", grid, "--cluster", "auto", "--param", "lr=1,2,3,4", "--wait", env=two_clusters)
         assert res.returncode == 0, res.stderr
@@ -169,8 +170,6 @@ def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followe
         said = next(line for line in res.stderr.splitlines() if "to cluster" in line)
         assert said.startswith("ti-slurm: point 0 to cluster old; points 1, 2, 3 to cluster new, each to the"), said
         assert re.search(r"point 0 went to cluster old: it would start the job now \(new: at \S+; gone: ", said)
-    finally:
-        subprocess.run(["scancel", filler], check=False)
     shown = run_cli("status", sweep, env=two_clusters)
     assert shown.returncode == 0 and "4 points: 4 COMPLETED" in shown.stdout.splitlines()[0], shown.stdout
     rows = [line.split() for line in shown.stdout.splitlines()[2:]]
