@@ -7,6 +7,7 @@ API; their records are the ones the Slurm commands make."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -185,4 +186,25 @@ def test_a_process_outliving_its_token_gets_a_new_one_unnoticed(tmp_path: Path, 
     states = done.stdout.split()
     assert states[-1] == "CANCELLED" and set(states[:-1]) <= {"PENDING", "RUNNING"}, done.stdout
     assert len(issued.read_text().splitlines()) >= 3  # one per life of 10 s, each asked for before it ran out
+    assert no_slurm.called() == []
+
+
+def test_a_job_at_its_time_limit_saves_and_is_requeued_through_slurmrestd(
+    tmp_path: Path, no_slurm: NoSlurmCommands
+) -> None:
+    """``restart:`` through slurmrestd: the checkpoint signal comes ``signal.before`` seconds ahead of the time limit
+    (asked of Slurm on 25.11; on 22.05, whose API cannot ask for it, timed by the supervisor from the job's end),
+    the command saves, and the job is requeued and completes."""
+    env = no_slurm.env(new_token(), TI_SLURM_CONFIG=rest_site(tmp_path))
+    first = 'trap "echo saved at \\$(date +%s); exit 0" USR2; echo started at $(date +%s); sleep 200 & wait'
+    cmd = f'if [ "$TI_SLURM_RESTART_COUNT" = 0 ]; then {first}; else echo resumed; fi'
+    body = f"mode: ddp\nnodes: 1\ntime: '1'\nsignal: {{before: 45}}\nrestart: {{max: 1}}\ncommand: '{cmd}'"
+    job = Job(tmp_path, body, env=env)
+    assert job.result.returncode == 0, job.result.stderr + job.explain()
+    status = job.status()
+    assert [(a["state"], a["requeued"]) for a in status["attempts"]] == [("TIMEOUT", True), ("COMPLETED", False)]
+    first_log = (job.job_dir / "attempts" / "0" / "logs" / "ddp-0.log").read_text()
+    started, saved = (int(m) for m in re.findall(r"(?:started|saved) at (\d+)", first_log))
+    assert 5 <= saved - started <= 30, first_log  # about 60 - 45 s in: not Slurm's kill at the limit
+    assert job.logs() == "resumed\n"
     assert no_slurm.called() == []

@@ -32,6 +32,7 @@ class FakeLauncher:
 
     record_before_stop_on_cancel = False
     resolves_names = False
+    times_signal = False
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ import pytest
 
 from tests.factories import plan_from
 from ti_slurm.backends.rest import RENEW_BEFORE, Tokens, refused_token, token_from_text, token_renewal
+from ti_slurm.core.environ import SUPERVISOR_TIMES_SIGNAL
 from ti_slurm.core.errors import BackendError, ConfigError
 from ti_slurm.slurm import rest
 from ti_slurm.slurm.text import mem_bytes
@@ -99,10 +100,16 @@ def test_a_plan_is_each_versions_submit_body() -> None:
     assert old["job"]["environment"] == {"PATH": "/usr/bin"} and old["job"]["open_mode"] == "append"
 
 
-def test_what_a_version_cannot_say_is_one_line() -> None:
+def test_on_22_05_the_supervisor_is_told_to_time_the_checkpoint_signal_itself() -> None:
+    """22.05's API cannot ask for ``--signal=B:...``: no signal field, and the batch step's word instead."""
     with_restarts = plan_from({"mode": "ddp", "nodes": 1, "restart": {"max": 1}})
-    with pytest.raises(ConfigError, match=r"Slurm 22\.05's slurmrestd cannot send the checkpoint signal"):
-        rest.submit_body(with_restarts, "s", {}, rest.dialect_of("v0.0.38"))
+    old = rest.submit_body(with_restarts, "s", {"PATH": "/usr/bin"}, rest.dialect_of("v0.0.38"))["job"]
+    assert "signal" not in old and old["environment"] == {"PATH": "/usr/bin", SUPERVISOR_TIMES_SIGNAL: "1"}
+    new = rest.submit_body(with_restarts, "s", {"PATH": "/usr/bin"}, rest.dialect_of("v0.0.44"))["job"]
+    assert new["kill_warning_signal"] == "USR2" and new["environment"] == ["PATH=/usr/bin"]
+
+
+def test_what_a_version_cannot_say_is_one_line() -> None:
     odd = plan_from({"mode": "ddp", "nodes": 1, "sbatch": {"gpu-bind": "closest"}})
     with pytest.raises(ConfigError, match=r"sbatch.gpu-bind.*the rest backend cannot pass this option"):
         rest.submit_body(odd, "s", {}, rest.dialect_of("v0.0.44"))

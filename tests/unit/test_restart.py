@@ -399,3 +399,30 @@ def test_every_restart_cause_has_the_state_its_attempt_ends_in() -> None:
     from ti_slurm.core.choices import RESTART_CAUSES
 
     assert tuple(CAUSE_STATES) == RESTART_CAUSES
+
+
+def test_the_supervisors_own_checkpoint_signal_comes_before_the_end_and_follows_a_longer_limit() -> None:
+    """Where Slurm cannot be asked for the signal (22.05's slurmrestd), the supervisor times it from EndTime,
+    asked again once due: a limit extended meanwhile moves it; a job without an end gets none."""
+    from ti_slurm.job.supervisor.attempts import SignalTimer
+
+    def at(seconds: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + seconds))
+
+    class Control:
+        end = at(100)
+        asked = 0
+
+        def show_job(self) -> dict[str, str]:
+            self.asked += 1
+            return {"EndTime": self.end}
+
+    control = Control()
+    timer = SignalTimer(control, before=120)  # due 20 s ago
+    control.end = at(300)  # ... but the limit was extended: due in 3 minutes
+    assert not timer.due() and control.asked == 2
+    assert not timer.due() and control.asked == 2  # not asked again before then
+    timer = SignalTimer(control, before=400)
+    assert timer.due() and not timer.due()  # once
+    control.end = "Unknown"  # no time limit
+    assert SignalTimer(control, before=120).at is None

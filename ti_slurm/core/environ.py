@@ -31,3 +31,8 @@ def leaking(name: str) -> bool:
 def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without what would change how Slurm lays out the job's steps."""
     return {k: v for k, v in environ.items() if not leaking(k)}
+
+
+# Set on a job's batch step when Slurm was not asked for the checkpoint signal (Slurm 22.05's slurmrestd cannot
+# say --signal=B:...): the supervisor then sends it itself, timed from the job's end. Not handed on to the steps.
+SUPERVISOR_TIMES_SIGNAL = "TI_SLURM_SUPERVISOR_TIMES_SIGNAL"

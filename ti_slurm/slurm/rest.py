@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ti_slurm.core.environ import SUPERVISOR_TIMES_SIGNAL
 from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.plan import JobPlan
@@ -29,6 +30,7 @@ class Dialect:
     (23.02 on; 25.11 serves ``v0.0.41``-``v0.0.44``). :class:`Dialect38` is 22.05's."""
 
     versions: tuple[str, ...] = ("v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41")
+    signals_batch_step = True  # False: the API cannot ask for the checkpoint signal to the batch step only
 
     def number(self, value: int) -> Any:
         """A number that may be unset, as a request gives it."""
@@ -93,6 +95,7 @@ class Dialect38(Dialect):
     spells them."""
 
     versions = ("v0.0.38", "v0.0.37")
+    signals_batch_step = False  # its parser refuses --signal=B:... ("Invalid SIGNAL specification")
 
     def number(self, value: int) -> Any:
         return value
@@ -108,15 +111,6 @@ class Dialect38(Dialect):
 
     def gres(self, counts: Mapping[str, int]) -> dict[str, Any]:
         return {"gres": ",".join(f"{kind}:{n}" for kind, n in counts.items())}
-
-    def signal(self, text: str) -> dict[str, Any]:
-        if text.startswith("B:"):  # 22.05's parser refuses "B:" ("Invalid SIGNAL specification")
-            why = (
-                "Slurm 22.05's slurmrestd cannot send the checkpoint signal to the batch step (--signal=B:...),"
-                " which restarts and signal: need; use --backend slurm, or slurmrestd of Slurm 23.02 or later"
-            )
-            raise ConfigError("backend", "rest", why)
-        return {"signal": text}
 
     def open_mode(self, mode: str) -> dict[str, Any]:
         return {"open_mode": mode}
@@ -168,6 +162,9 @@ def job_description(
     """The description of component ``index`` of ``plan``: each option ti-slurm asks for as the dialect's field
     (the spec's ``sbatch:`` table included; one the API cannot say is one line)."""
     options = component_options(plan, index)
+    if "signal" in options and not dialect.signals_batch_step:  # the supervisor times the signal itself
+        options = {k: v for k, v in options.items() if k != "signal"}
+        env = {**env, SUPERVISOR_TIMES_SIGNAL: "1"}
     out: dict[str, Any] = {"environment": dialect.environment(env), "current_working_directory": workdir}
     for name, value in options.items():
         out.update(option_fields(name, value, options, dialect))

@@ -198,6 +198,41 @@ def slurm_requeue(job: Mapping[str, str], lost: list[str]) -> Outcome:
     return outcome
 
 
+class SignalTimer:
+    """The checkpoint signal timed by the supervisor itself, ``before`` seconds ahead of the job's end, for a job
+    Slurm was not asked to signal (Slurm 22.05's slurmrestd cannot say ``--signal=B:...``). The end is Slurm's
+    (``EndTime``), read at the start and again once due: a time limit changed meanwhile moves the signal too.
+    A preemption still comes as Slurm's SIGTERM (see :meth:`~ti_slurm.job.supervisor.loop.Supervisor.heard_signal`)."""
+
+    def __init__(self, control: Control, before: float, signum: int = 0) -> None:
+        self.control, self.before, self.signum = control, before, signum
+        self.at = self.when()
+
+    def when(self) -> float | None:
+        """When the signal is due (``time.time()``); None when the job has no end (no time limit)."""
+        end = slurm_time(self.control.show_job().get("EndTime", ""))
+        return None if end is None else end - self.before
+
+    def due(self) -> bool:
+        """Whether the signal is due now (once: then never again in this run of the batch script)."""
+        if self.at is None or time.time() < self.at:
+            return False
+        self.at = self.when()  # asked again: an extended limit moved the end
+        if self.at is not None and time.time() < self.at:
+            return False
+        self.at = None
+        return True
+
+
+def signal_timer(control: Control | None, plan: JobPlan, times_signal: bool) -> SignalTimer | None:
+    """The supervisor's own checkpoint signal: when Slurm was not asked for it (``times_signal``) and there is one."""
+    if not (times_signal and control and plan.checkpoint_signal):
+        return None
+    import signal
+
+    return SignalTimer(control, plan.signal_before, int(getattr(signal, f"SIG{plan.checkpoint_signal}")))
+
+
 def slurm_time(text: str) -> float | None:
     """A time as ``scontrol`` prints it (``2026-11-30T07:56:27``, local time) as seconds since the epoch."""
     try:

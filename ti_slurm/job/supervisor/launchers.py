@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ti_slurm.core.environ import SUPERVISOR_TIMES_SIGNAL
 from ti_slurm.core.files import make_inside, write_atomic
 from ti_slurm.core.hostlist import compress, expand
 from ti_slurm.core.paths import JobPaths
@@ -70,6 +71,8 @@ class Launcher(Protocol):
     # How often Slurm requeued the job (its restart count), and Slurm's commands to requeue it (None: cannot).
     restart_count: int
     control: SlurmControl | None
+    # Was Slurm not asked for the checkpoint signal (22.05's slurmrestd), so that the supervisor times it itself?
+    times_signal: bool
     # Which attempt the launches are (the supervisor's count: requeues and restarts in place), which each
     # node's step sees as TI_SLURM_ATTEMPT (its TI_SLURM_RESTART_COUNT) and which marks its stop and signal files.
     attempt: int
@@ -108,6 +111,7 @@ class SlurmLauncher:
     def __init__(self, job_dir: str, environ: dict[str, str] | None = None) -> None:
         self.job_dir = job_dir
         self.environ = dict(os.environ if environ is None else environ)
+        self.times_signal = self.environ.pop(SUPERVISOR_TIMES_SIGNAL, "") == "1"  # the steps need not see it
         count = self.environ.get("SLURM_RESTART_COUNT", "0")
         self.restart_count = int(count) if count.isdigit() else 0
         self.attempt = self.restart_count
@@ -216,6 +220,7 @@ class LocalLauncher:
 
     record_before_stop_on_cancel = False
     resolves_names = False
+    times_signal = False  # a local run has no time limit
     restart_count = 0
     control: SlurmControl | None = None  # a local run is not requeued
     attempt = 0

@@ -58,6 +58,7 @@ class Supervisor:
         self.history = AttemptRecord(plan, self.paths, self.log, self.control, self.say)
         self.requeues = self.history.requeues = launcher.restart_count  # Slurm's requeues (in place ones add)
         self.in_place = attempts.in_place_restarts(self.log.read())  # so far, in every allocation
+        self.signal_timer = attempts.signal_timer(self.control, plan, launcher.times_signal)
         self.begin_attempt(self.requeues + self.in_place)
 
     def begin_attempt(self, attempt: int) -> None:
@@ -138,6 +139,8 @@ class Supervisor:
             if time.monotonic() - alive_at >= HEARTBEAT_SECONDS:
                 alive_at = time.monotonic()
                 self.event("alive")
+            if self._checkpoint_signal is None and self.signal_timer and self.signal_timer.due():
+                self._checkpoint_signal = self.signal_timer.signum
             if self._checkpoint_signal is not None and self.interrupt is None:
                 self.begin_interrupt(self._checkpoint_signal)
             outcome = self.heard_signal() if self._cancel_signal is not None else None
@@ -193,9 +196,8 @@ class Supervisor:
         self.say(f"{what}: every node's command got {name}")
 
     def heard_signal(self) -> Outcome | None:
-        """SIGTERM (or SIGINT, SIGHUP) came: a cancel, or on a job that may restart, Slurm's requeue
-        (preemption, node failure), or a preemption where the site sends SIGTERM instead of the job's
-        signal (then None: the commands save in the grace time, and a second SIGTERM ends it)."""
+        """SIGTERM (or SIGINT, SIGHUP): a cancel, or on a job that may restart, Slurm's requeue (preemption, node
+        failure), or a preemption sending SIGTERM, not the signal (None: the commands save in the grace time)."""
         if not self.may_restart:
             return cancelled(self._cancel_signal)
         outcome = self.interrupted_by_slurm()
