@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
+from ti_slurm.core.choices import AUTO_CLUSTER
 from ti_slurm.core.errors import BackendError, ConfigError, SpecError, TiSlurmError, UnknownJobError
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths, node_label
@@ -126,6 +127,7 @@ def submit(
     """
     check_host(host)
     job_spec = load(spec)
+    after_on, cluster = on_cluster_of(after_ids(after), cluster, job_spec, backend or host)
     where = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config)
     job_spec, chosen, host, target, placement = where
     waits = [getattr(a, "id", a) for a in after] or (job_spec.after.jobs if job_spec.after else [])
@@ -134,7 +136,7 @@ def submit(
 
         raise ConfigError("--after" if after else "after", waits, NO_PIPELINES)
     if after:
-        job_spec = with_after(job_spec, after_ids(after), when)
+        job_spec = with_after(job_spec, after_on, when)
     submission = uuid.uuid4().hex[:16]
     info, synced = submit_to(chosen, job_spec, submission, bool(host), sync, check_fit=not queue_anyway)
     # stamped once the scheduler holds the job: a shared queue answer asked before then lacks it, and one whose
@@ -207,6 +209,29 @@ def after_ids(after: Sequence[object]) -> list[str]:
         given = getattr(item, "id", item)  # a Job, a Sweep, or an id
         ids += sweep_job_ids(given) if isinstance(given, str) else [given]
     return ids
+
+
+def on_cluster_of(
+    ids: list[str], cluster: str | None, spec: JobSpec, elsewhere: object
+) -> tuple[list[str], str | None]:
+    """A pipeline waits within one cluster: ids that name theirs (``old:123``, a sweep's points on ``old``) send
+    the job there, as Slurm's ids (``123``); ``cluster`` (given, else the spec's unless a backend or host says
+    where: ``elsewhere``) must be that one or ``auto``. Jobs of two clusters, or of one beside jobs of the
+    default cluster, are one line."""
+    named = {str(i).rpartition(":")[0] for i in ids}
+    if named <= {""}:
+        return ids, cluster
+    text = " ".join(str(i) for i in ids)
+    if len(named) > 1:
+        on = ", ".join(sorted(n or "the default one" for n in named))
+        why = f"a job waits only for jobs of its own cluster: these are on {on}"
+        raise ConfigError("after", text, why)
+    (name,) = named
+    chosen = cluster or (None if elsewhere else spec.cluster)
+    if chosen not in (None, name, AUTO_CLUSTER) or elsewhere:
+        why = f"these jobs are on cluster {name}, and a job waits only for jobs of its own cluster: submit there"
+        raise ConfigError("after", text, why + f" (--cluster {name})")
+    return [str(i).rpartition(":")[2] for i in ids], name
 
 
 def submit_to(
@@ -450,7 +475,7 @@ class Follower:
             self.next_ask = max(self.next_ask, now)  # its supervisor says it is alive: the controller is not asked
         elif ask_now or now >= self.next_ask or not self.asks_controller:  # a local job's "queue": a pid check
             max_age = SHARED_MAX_AGE if ask_now else self.interval
-            self.queued = job.queue.states([job.info], max_age).get(job.id)
+            self.queued = job.queue.states([job.info], max_age).get(job.info.job_id)  # Slurm's id, not gpu:123
             self.next_ask, self.interval = now + self.interval, min(self.interval * 2, FOLLOW_MAX)
             gone = self.queued is None or self.queued.state.is_terminal
             if gone and job.job_dir:  # it left the queue: its last record may still be landing

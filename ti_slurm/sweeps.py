@@ -339,7 +339,7 @@ def sweep(
     start it first (with ``max_parallel`` or ``after``, which Slurm keeps within one cluster, the whole sweep
     goes to the cluster that would start its first point first).
     A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
-    from ti_slurm.client import after_ids, check_host, choose_target, load
+    from ti_slurm.client import after_ids, check_host, choose_target, load, on_cluster_of
     from ti_slurm.submitting.spec import with_after
 
     check_host(host)
@@ -347,8 +347,9 @@ def sweep(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 0:
         raise ConfigError("max_parallel", max_parallel, "expected a whole number of points, 0 or more (0: no limit)")
     job_spec = load(spec)
+    after_on, cluster = on_cluster_of(after_ids(after), cluster, job_spec, backend or host)
     if after:
-        job_spec = with_after(job_spec, after_ids(after), when)
+        job_spec = with_after(job_spec, after_on, when)
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
     record: dict[str, Any] = {"name": job_spec.name, "max_parallel": max_parallel}
     record["params"] = sorted({n for p in grid for n in p})

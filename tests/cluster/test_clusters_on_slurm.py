@@ -191,3 +191,26 @@ def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followe
     while "3 CANCELLED" not in (shown := run_cli("status", long_id, env=two_clusters)).stdout:
         assert time.monotonic() < deadline, shown.stdout
         time.sleep(1)
+
+
+def test_a_pipeline_waits_on_the_cluster_of_the_jobs_it_names(tmp_path: Path, two_clusters: dict[str, str]) -> None:
+    """`--after old:<id>` sends the next step to cluster old (Slurm's dependency holds only within a cluster);
+    jobs of two clusters, or another cluster named beside them, are one line and nothing is submitted."""
+    first = run_cli("submit", "--cluster", "old", spec(tmp_path, "first", command="sleep 300"), env=two_clusters)
+    assert first.returncode == 0, first.stderr
+    first_id = first.stdout.split()[0]
+    try:
+        second = run_cli("submit", "--after", first_id, spec(tmp_path, "second"), env=two_clusters)
+        assert second.returncode == 0, second.stderr
+        second_id = second.stdout.split()[0]
+        assert second_id.startswith("old:"), second_id
+        shown = run_cli("status", second_id, env=two_clusters)
+        assert "PENDING" in shown.stdout and first_id.split(":")[1] in shown.stdout, shown.stdout + shown.stderr
+        other = run_cli("submit", "--after", first_id, "--cluster", "new", spec(tmp_path, "x"), env=two_clusters)
+        assert other.returncode != 0 and len(other.stderr.strip().splitlines()) == 1, other.stderr
+        assert "these jobs are on cluster old" in other.stderr and "--cluster old" in other.stderr, other.stderr
+        mixed = run_cli("submit", "--after", first_id, "--after", "new:7", spec(tmp_path, "y"), env=two_clusters)
+        assert mixed.returncode != 0 and "these are on new, old" in mixed.stderr, mixed.stderr
+    finally:
+        run_cli("cancel", first_id, env=two_clusters)
+    assert "CANCELLED" in run_cli("wait", second_id, env=two_clusters, timeout=120).stderr

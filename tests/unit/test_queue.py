@@ -165,3 +165,15 @@ def test_a_job_is_pending_when_another_process_asked_the_queue_while_it_was_bein
     job = client.submit({"mode": "ddp", "nodes": 1, "command": "true", "output_dir": str(tmp_path / "out")})
     assert job.status().state is JobState.PENDING
     assert backend.calls == 2  # the answer asked during the submit was asked again
+
+
+def test_a_job_on_a_named_cluster_is_found_in_its_queue_by_slurms_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gpu:2`` is job 2 to that cluster's queue: pending there, not "gone" (its record does not exist yet)."""
+    from ti_slurm.client import Job
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    job = Job(JobInfo("2", job_dir=str(tmp_path / "2"), cluster="gpu"), CountingSlurm())
+    assert job.id == "gpu:2"
+    assert job.status().state is JobState.PENDING

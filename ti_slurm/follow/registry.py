@@ -68,12 +68,14 @@ def recall_sweep(sweep_id: str) -> dict[str, Any] | None:
 
 
 def sweep_job_ids(job_id: str) -> list[str]:
-    """The Slurm ids a pipeline waits for when it names ``job_id``: a sweep of separate jobs is each of its
-    points (a job array's id already stands for all of its tasks); anything else is itself."""
+    """The jobs a pipeline waits for when it names ``job_id``: a sweep of separate jobs is each of its points
+    (``<cluster>:<id>`` on a named cluster; a job array's id already stands for all of its tasks); anything else
+    is itself."""
     record = recall_sweep(job_id) if job_id.startswith("sweep-") else None
     if record is None:
         return [job_id]
-    return [str(p["job_id"]) for p in record["points"]]
+    on = [str(p.get("cluster", record.get("cluster")) or "") for p in record["points"]]  # named with their cluster
+    return [f"{c}:{p['job_id']}" if c else str(p["job_id"]) for c, p in zip(on, record["points"], strict=True)]
 
 
 def recall(job_id: str) -> JobInfo | None:
