@@ -233,15 +233,17 @@ class Sweep:
 
         return [Job(info, self.backend_of(info)) for info in self.infos]
 
-    def status(self, max_age: float | None = None) -> SweepStatus:
+    def status(self, max_age: float | None = None, ended: Mapping[str, JobStatus] | None = None) -> SweepStatus:
         """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all
-        the points on one cluster. The points of a cluster that cannot be reached are UNKNOWN, saying why."""
+        the points on one cluster. The points of a cluster that cannot be reached are UNKNOWN, saying why.
+        ``ended``: final statuses already known (by point id), not read again (an ended job changes no more)."""
         from ti_slurm.client import statuses_of
 
         infos = self.infos
-        found: list[JobStatus | None] = [None] * len(infos)
-        for cluster in dict.fromkeys(info.cluster for info in infos):
-            ks = [k for k, info in enumerate(infos) if info.cluster == cluster]
+        known = ended or {}
+        found: list[JobStatus | None] = [known.get(info.ref) for info in infos]
+        for cluster in dict.fromkeys(info.cluster for k, info in enumerate(infos) if found[k] is None):
+            ks = [k for k, info in enumerate(infos) if info.cluster == cluster and found[k] is None]
             group = [infos[k] for k in ks]
             where = f"cluster:{cluster}" if cluster else group[0].host  # whose shared queue answer
             try:

@@ -211,3 +211,30 @@ def test_a_spread_sweeps_points_are_each_on_their_own_cluster() -> None:
     assert infos[0].job_dir == "/scratch/old/100" and infos[2].job_dir == "/home/u/out/102"
     assert _spread_line(points) == "point 0 to cluster old; points 1, 2 to cluster new, each to the cluster that" \
         " would start it first"  # fmt: skip
+
+
+def test_a_sweeps_points_known_to_have_ended_are_not_read_again(tmp_path: Path) -> None:
+    """The console remembers a point that ended (it changes no more): the sweep's status reads only the others'
+    records (over SSH each read is a round trip, at every refresh)."""
+    from ti_slurm.follow.status import JobStatus
+    from ti_slurm.sweeps import Sweep
+
+    class Reading(SlurmBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.read: list[str] = []
+
+        def read_text(self, path: str) -> str | None:
+            self.read.append(path)
+            return super().read_text(path)
+
+        def user_queue(self) -> dict[str, JobInfo]:
+            return {}
+
+    points = [{"index": k, "params": {"lr": str(k)}, "job_id": str(100 + k)} for k in range(3)]
+    record = {"sweep_id": "sweep-100", "name": "grid", "output_dir": str(tmp_path), "points": points}
+    backend = Reading()
+    final = JobStatus("101", "grid", JobState.COMPLETED)
+    shown = Sweep(record, {"": backend}).status(ended={"101": final})
+    assert shown.points[1].status is final
+    assert sorted(Path(p).parent.name for p in backend.read) == ["100", "102"]

@@ -29,6 +29,7 @@ from ti_slurm.ui.guard import Guard
 HERE = Path(__file__).parent
 READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
 FOLLOWED_AT_MOST = 256  # jobs the console follows at once
+ENDED_AT_MOST = 4096  # sweep points whose end the console remembers
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
@@ -51,6 +52,9 @@ class Console:
         # job id -> its Follower: a page refreshed every 2 s asks the controller as `submit --wait` does (its
         # record first; the queue on a backoff), not at every refresh
         self.followers: dict[str, Any] = {}
+        # a sweep point that ended: its final status and its scalars' last values (it changes no more: its
+        # page reads its record and files no more, which over SSH is a round trip each per refresh)
+        self.ended: dict[str, tuple[Any, dict[str, float]]] = {}
 
     def status(self, job: Any) -> Any:
         """The job's status through its follower (kept while its page is open, the newest FOLLOWED_AT_MOST)."""
@@ -100,9 +104,19 @@ class Console:
     # -- their data --------------------------------------------------------------------------------------
     def sweep_json(self, request: Request) -> Response:
         sweep = self.sweep(request.path_params["sweep_id"])
-        status = sweep.status(max_age=FOLLOW_MAX)  # the points' records first, as the list
-        jobs = sweep.jobs()[: pages.SCALAR_POINTS]
-        last = {p.index: last_values(self.scalars(job)) for p, job in zip(status.points, jobs, strict=False)}
+        ended = {ref: final for ref, (final, _) in self.ended.items()}
+        status = sweep.status(max_age=FOLLOW_MAX, ended=ended)  # the points' records first, as the list
+        last: dict[int, dict[str, float]] = {}
+        for k, (p, job) in enumerate(zip(status.points, sweep.jobs(), strict=True)):
+            if job.id in self.ended:
+                last[p.index] = self.ended[job.id][1]
+                continue
+            # the first points' scalars: read after a point's end, they are all it wrote
+            values = last_values(self.scalars(job)) if k < pages.SCALAR_POINTS else {}
+            last[p.index] = values
+            if p.status.state.is_terminal:
+                final = (p.status, values)
+                kept(self.ended, job.id, lambda: final, ENDED_AT_MOST)  # noqa: B023 (called at once)
         return JSONResponse(pages.sweep_rows(status, last))
 
     def jobs_json(self, request: Request) -> Response:
