@@ -214,11 +214,6 @@ class Sweep:
     def array(self) -> bool:
         return bool(self.record.get("array"))
 
-    @property
-    def clusters(self) -> list[str]:
-        """The named clusters its points run on, in the order the points first went there."""
-        return list(dict.fromkeys(info.cluster for info in self.infos if info.cluster))
-
     def backend_of(self, info: JobInfo) -> Backend:
         """The backend that reaches point ``info``'s job."""
         if info.cluster not in self.backends:
