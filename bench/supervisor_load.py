@@ -53,6 +53,7 @@ class ExitingProcess:
 class FakeLauncher:
     record_before_stop_on_cancel = False
     resolves_names = False
+    times_signal = False
     restart_count = 0
     control = None
 

@@ -70,6 +70,12 @@ def filled(island: Island, nodes: int) -> Iterator[None]:
         subprocess.run(["scancel", filler], check=False)
 
 
+def idle(island: Island) -> int:
+    """The island's idle nodes, as the 22.05 cluster's sinfo says."""
+    out = subprocess.run(["sinfo", "-h", "-p", island.name, "-t", "idle", "-o", "%D"], capture_output=True, text=True)
+    return sum(int(n) for n in out.stdout.split() if n.isdigit())
+
+
 def spec(tmp_path: Path, name: str, command: str = "hostname", more: str = "") -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(f"name: {name}\nmode: ddp\nnodes: 2\noutput_dir: {tmp_path / 'out'}\ncommand: {command}\n{more}")
@@ -179,13 +185,18 @@ def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followe
         assert logs.stdout.startswith(f"lr={k + 1} on "), logs.stdout + logs.stderr
     listed = run_cli("list", env=two_clusters).stdout
     assert re.search(rf"^{re.escape(sweep)}\s+spread\s+SWEEP", listed, re.M), listed
-    # a spread sweep cancelled: its points on both clusters
-    long = spec(tmp_path, "long", command="sleep 300")
+    # a spread sweep cancelled: its points on both clusters. Each point holds its two nodes (Slurm would put
+    # several on the same nodes, which have CPUs to spare: the cluster could then start them all at once)
+    deadline = time.monotonic() + 60
+    while idle(island) < len(island.nodes):  # the filler's nodes back
+        assert time.monotonic() < deadline, f"{island.name}: {idle(island)} nodes idle"
+        time.sleep(0.5)
+    long = spec(tmp_path, "long", command="sleep 300", more="sbatch: {exclusive: true}\n")
     res = run_cli("sweep", long, "--cluster", "auto", "--param", "lr=1,2,3", env=two_clusters)
     assert res.returncode == 0, res.stderr
     long_id = res.stdout.strip()
-    on = {row.split()[1].split(":")[0] for row in run_cli("status", long_id, env=two_clusters).stdout.splitlines()[2:]}
-    assert on == {"old", "new"}, on  # the island's 4 nodes take 2 points, the third goes to the other cluster
+    on = [row.split()[1].split(":")[0] for row in run_cli("status", long_id, env=two_clusters).stdout.splitlines()[2:]]
+    assert on == ["old", "old", "new"], on  # the island's 4 nodes take 2 points, the third goes to the other cluster
     assert run_cli("cancel", long_id, env=two_clusters).returncode == 0
     deadline = time.monotonic() + 60
     while "3 CANCELLED" not in (shown := run_cli("status", long_id, env=two_clusters)).stdout:

@@ -141,3 +141,10 @@ def test_the_user_config_names_the_backend_and_slurmrestd(tmp_path, monkeypatch)
     config.write_text("")
     with pytest.raises(ConfigError, match=r"rest_url.*expected http://host:6820"):
         RestBackend()
+
+
+def test_an_exclusive_job_is_said_as_each_version_reads_it() -> None:
+    """22.05 reads ``exclusive`` as --exclusive's words (``"true"`` is refused there); 23.02 on, ``shared``."""
+    plan = plan_from({"mode": "ddp", "nodes": 2, "sbatch": {"exclusive": True}})
+    assert rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.38"))["job"]["exclusive"] == "exclusive"
+    assert rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.44"))["job"]["shared"] == ["none"]

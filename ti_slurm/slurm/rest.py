@@ -122,7 +122,7 @@ class Dialect38(Dialect):
         return {"no_kill": True}
 
     def exclusive(self) -> dict[str, Any]:
-        return {"exclusive": "true"}
+        return {"exclusive": "exclusive"}  # as --exclusive says it ("true" is refused: not one of its words)
 
     def partition_max_minutes(self, part: Mapping[str, Any]) -> int | None:
         return self.read_number(part.get("max_time_limit"))
