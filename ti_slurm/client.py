@@ -127,7 +127,8 @@ def submit(
     """
     check_host(host)
     job_spec = load(spec)
-    after_on, cluster = on_cluster_of(after_ids(after), cluster, job_spec, backend or host)
+    cluster = named_cluster(job_spec, cluster, backend, host)
+    after_on, cluster = on_cluster_of(after_ids(after), cluster, backend or host)
     where = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config)
     job_spec, chosen, host, target, placement = where
     waits = [getattr(a, "id", a) for a in after] or (job_spec.after.jobs if job_spec.after else [])
@@ -149,6 +150,12 @@ def submit(
     return submitted
 
 
+def named_cluster(spec: JobSpec, cluster: str | None, backend: str | None, host: str | None) -> str | None:
+    """The cluster a submit (or a sweep) names: ``cluster``, else the spec's ``cluster:`` unless a backend or host
+    says where."""
+    return cluster or (None if backend or host else spec.cluster)
+
+
 def choose_target(
     spec: JobSpec,
     cluster: str | None,
@@ -160,7 +167,7 @@ def choose_target(
     """Where a submit (or a sweep) goes: the spec (with a cluster's defaults), the backend, the login node, the
     cluster's name and (``auto``) why that one. ``cluster`` (else the spec's ``cluster:``, unless a backend or
     host says where) names one of the user config's clusters; else ``choose_backend`` decides."""
-    cluster = cluster or (None if backend or host else spec.cluster)
+    cluster = named_cluster(spec, cluster, backend, host)
     if not cluster:
         chosen, host = choose_backend(spec, backend, host, accept_new_host_key, ssh_config)
         return spec, chosen, host, "", ""
@@ -211,13 +218,11 @@ def after_ids(after: Sequence[object]) -> list[str]:
     return ids
 
 
-def on_cluster_of(
-    ids: list[str], cluster: str | None, spec: JobSpec, elsewhere: object
-) -> tuple[list[str], str | None]:
+def on_cluster_of(ids: list[str], cluster: str | None, elsewhere: object) -> tuple[list[str], str | None]:
     """A pipeline waits within one cluster: ids that name theirs (``old:123``, a sweep's points on ``old``) send
-    the job there, as Slurm's ids (``123``); ``cluster`` (given, else the spec's unless a backend or host says
-    where: ``elsewhere``) must be that one or ``auto``. Jobs of two clusters, or of one beside jobs of the
-    default cluster, are one line."""
+    the job there, as Slurm's ids (``123``); the submit's ``cluster`` (:func:`named_cluster`) must be that one
+    or ``auto``, and no backend or host may say where instead (``elsewhere``). Jobs of two clusters, or of one
+    beside jobs of the default cluster, are one line."""
     named = {str(i).rpartition(":")[0] for i in ids}
     if named <= {""}:
         return ids, cluster
@@ -227,8 +232,7 @@ def on_cluster_of(
         why = f"a job waits only for jobs of its own cluster: these are on {on}"
         raise ConfigError("after", text, why)
     (name,) = named
-    chosen = cluster or (None if elsewhere else spec.cluster)
-    if chosen not in (None, name, AUTO_CLUSTER) or elsewhere:
+    if cluster not in (None, name, AUTO_CLUSTER) or elsewhere:
         why = f"these jobs are on cluster {name}, and a job waits only for jobs of its own cluster: submit there"
         raise ConfigError("after", text, why + f" (--cluster {name})")
     return [str(i).rpartition(":")[2] for i in ids], name

@@ -336,7 +336,7 @@ def sweep(
     start it first (with ``max_parallel`` or ``after``, which Slurm keeps within one cluster, the whole sweep
     goes to the cluster that would start its first point first).
     A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
-    from ti_slurm.client import after_ids, check_host, choose_target, load, on_cluster_of
+    from ti_slurm.client import after_ids, check_host, choose_target, load, named_cluster, on_cluster_of
     from ti_slurm.submitting.spec import with_after
 
     check_host(host)
@@ -344,13 +344,12 @@ def sweep(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 0:
         raise ConfigError("max_parallel", max_parallel, "expected a whole number of points, 0 or more (0: no limit)")
     job_spec = load(spec)
-    after_on, cluster = on_cluster_of(after_ids(after), cluster, job_spec, backend or host)
+    after_on, target = on_cluster_of(after_ids(after), named_cluster(job_spec, cluster, backend, host), backend or host)
     if after:
         job_spec = with_after(job_spec, after_on, when)
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
     record: dict[str, Any] = {"name": job_spec.name, "max_parallel": max_parallel}
     record["params"] = sorted({n for p in grid for n in p})
-    target = cluster or (None if backend or host else job_spec.cluster)
     if target == AUTO_CLUSTER and len(grid) > 1 and not max_parallel and not job_spec.after and not (backend or host):
         spread = _Spread(job_spec, grid, not queue_anyway, options)
         if spread.clusters > 1:
@@ -358,7 +357,7 @@ def sweep(
             record["submitted"] = time.time()
             _remember(record, infos, spread.backends)
             return Sweep(record, spread.backends, **options)
-    job_spec, chosen, host, named, placement = choose_target(job_spec, cluster, backend, host, **options)
+    job_spec, chosen, host, named, placement = choose_target(job_spec, target, backend, host, **options)
     record.update(backend=chosen.name, host=host, cluster=named, placement=placement)
     if not chosen.queues_jobs and 0 < max_parallel < len(grid):
         why = "the local backend runs every point at once: keeping to a number needs Slurm"
