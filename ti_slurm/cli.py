@@ -491,9 +491,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    from ti_slurm.clusters import ASK_TIMEOUT, ask_all, free_nodes, open_cluster, user_clusters
+    from ti_slurm.clusters import ASK_TIMEOUT, ask_all, free_nodes, known_clusters, open_cluster
 
-    clusters = user_clusters()
+    clusters = known_clusters()
     if not clusters:
         print("ti-slurm: no clusters: add [[cluster]] tables to your user config (docs/clusters.md)", file=sys.stderr)
         return 0

@@ -4,8 +4,14 @@ answers and what it has free, and which would start a job first.
 Each cluster is reached one of three ways, by the keys its table has: ``slurm_conf`` (this machine's Slurm
 commands pointed at that cluster's ``slurm.conf``, with ``bin_dir`` first on ``PATH`` when its commands are
 of another release), ``host`` (the Slurm commands over SSH on its login node) or ``rest_url`` (slurmrestd,
-with ``rest_token``). ``partition``, ``account`` and ``qos`` are the cluster's defaults for a spec that sets
+with ``rest_token``). ``slurm_cluster`` names a cluster of a Slurm multi-cluster setup (one slurmdbd that
+knows every controller): the commands (this machine's, or those ``slurm_conf`` or ``host`` reach) are sent to
+it with ``--clusters``. ``partition``, ``account`` and ``qos`` are the cluster's defaults for a spec that sets
 none. A job submitted to a named cluster is shown as ``<cluster>:<id>`` and followed there.
+
+A name that no table has may still be a cluster of this machine's multi-cluster setup (``sacctmgr list
+clusters``): it is reached as a table ``{name, slurm_cluster: name}`` would be. With no tables at all, those
+clusters are the ones ``clusters`` lists and ``auto`` chooses from.
 
 ``auto`` asks every cluster when the job would start (``sbatch --test-only`` with the job's own script, in
 parallel, each within :data:`ASK_TIMEOUT`); a cluster that does not answer in time is skipped and named.
@@ -29,7 +35,10 @@ from ti_slurm.core.errors import BackendError, ConfigError, TiSlurmError
 
 ASK_TIMEOUT = 8.0  # seconds a cluster has to answer `clusters` and `--cluster auto`
 NAME = re.compile(CLUSTER_NAME_PATTERN)
-KEYS = ("name", "slurm_conf", "bin_dir", "host", "rest_url", "rest_token", "partition", "account", "qos")
+KEYS = (
+    *("name", "slurm_conf", "bin_dir", "host", "rest_url", "rest_token", "slurm_cluster"),  # how it is reached
+    *("partition", "account", "qos"),  # its defaults
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class Cluster:
     host: str = ""
     rest_url: str = ""
     rest_token: str = ""
+    slurm_cluster: str = ""
     partition: str = ""
     account: str = ""
     qos: str = ""
@@ -51,9 +61,10 @@ class Cluster:
         """How it is reached, in a few words."""
         if self.rest_url:
             return f"slurmrestd {self.rest_url}"
-        if self.host:
-            return f"ssh {self.host}"
-        return f"slurm.conf {self.slurm_conf}"
+        through = f"ssh {self.host}" if self.host else f"slurm.conf {self.slurm_conf}" if self.slurm_conf else ""
+        if self.slurm_cluster:
+            return " ".join(x for x in (through, f"--clusters={self.slurm_cluster}") if x)
+        return through
 
     def defaults(self) -> dict[str, str]:
         """The spec fields this cluster fills in when a spec leaves them out."""
@@ -77,9 +88,15 @@ def parse_clusters(tables: object, where: str) -> list[Cluster]:
             key = next(k for k, v in table.items() if not isinstance(v, str))
             raise ConfigError(f"{label}.{key}", table[key], "expected text")
         ways = [k for k in ("slurm_conf", "host", "rest_url") if table.get(k)]
-        if len(ways) != 1:
+        if len(ways) > 1 or not (ways or table.get("slurm_cluster")):
             why = "give exactly one of slurm_conf (a slurm.conf here), host (an SSH login) or rest_url (slurmrestd)"
-            raise ConfigError(label, ", ".join(ways) or "none", why)
+            raise ConfigError(label, ", ".join(ways) or "none", why + ", or slurm_cluster alone")
+        if table.get("slurm_cluster") and table.get("rest_url"):
+            why = "slurmrestd serves its own cluster only: give slurm_cluster with slurm_conf, host or alone"
+            raise ConfigError(label + ".slurm_cluster", table["slurm_cluster"], why)
+        if table.get("slurm_cluster") and not NAME.fullmatch(table["slurm_cluster"]):
+            why = "expected a Slurm ClusterName (a letter, then letters, digits, - or _)"
+            raise ConfigError(label + ".slurm_cluster", table["slurm_cluster"], why)
         if any(c.name == name for c in out):
             raise ConfigError(label + ".name", name, "two clusters have this name")
         out.append(Cluster(**table))
@@ -92,13 +109,43 @@ def user_clusters() -> list[Cluster]:
     return parse_clusters(read_user_config().get("cluster", []), user_config_path())
 
 
+def slurm_clusters() -> list[str]:
+    """The clusters of the Slurm multi-cluster setup this machine's commands are in (``sacctmgr list clusters``):
+    none without accounting, or when the database does not answer within :data:`ASK_TIMEOUT`."""
+    from ti_slurm.transports import run_local
+
+    try:
+        done = run_local(["sacctmgr", "-n", "-P", "list", "clusters", "format=cluster"], None, timeout=ASK_TIMEOUT)
+    except BackendError:
+        return []
+    names = done.stdout.split() if done.returncode == 0 else []
+    return [name for name in names if NAME.fullmatch(name)]
+
+
+def known_clusters() -> list[Cluster]:
+    """The clusters ``clusters`` lists and ``auto`` chooses from: the user config's, or with none there, those of
+    this machine's Slurm multi-cluster setup when it has more than one."""
+    mine = user_clusters()
+    if mine:
+        return mine
+    names = slurm_clusters()
+    return [Cluster(name, slurm_cluster=name) for name in names] if len(names) > 1 else []
+
+
 def find_cluster(name: str, clusters: Sequence[Cluster] | None = None) -> Cluster:
+    """The user config's cluster ``name``, else this machine's multi-cluster setup's; one line when neither has
+    it."""
     clusters = user_clusters() if clusters is None else clusters
     for cluster in clusters:
         if cluster.name == name:
             return cluster
-    have = ", ".join(c.name for c in clusters) or "none: add [[cluster]] tables to your user config (docs/clusters.md)"
-    raise ConfigError("cluster", name, f"no such cluster (yours: {have})")
+    slurms = slurm_clusters()
+    if name in slurms:
+        return Cluster(name, slurm_cluster=name)
+    known = [f"yours: {', '.join(c.name for c in clusters)}"] if clusters else []
+    known += [f"this machine's Slurm reaches: {', '.join(slurms)}"] if slurms else []
+    have = "; ".join(known) or "yours: none: add [[cluster]] tables to your user config (docs/clusters.md)"
+    raise ConfigError("cluster", name, f"no such cluster ({have})")
 
 
 def cluster_environment(cluster: Cluster, environ: Mapping[str, str]) -> dict[str, str]:
@@ -118,16 +165,22 @@ def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config
         from ti_slurm.backends.rest import RestBackend
 
         return RestBackend(cluster.rest_url, cluster.rest_token or None)
-    if cluster.host:
-        return get_backend("ssh", cluster.host, accept_new_host_key, ssh_config)
     from ti_slurm.backends.slurm import SlurmBackend
+
+    if cluster.host:
+        backend = get_backend("ssh", cluster.host, accept_new_host_key, ssh_config)
+        assert isinstance(backend, SlurmBackend)
+        backend.reach(cluster.slurm_cluster)
+        return backend
     from ti_slurm.transports import LocalTransport, run_local
 
     def run(argv: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        return run_local(argv, stdin, cluster_environment(cluster, os.environ), timeout=60, cluster=cluster.name)
+        env = cluster_environment(cluster, os.environ) if cluster.slurm_conf else os.environ
+        return run_local(argv, stdin, env, timeout=60, cluster=cluster.name)
 
     backend = SlurmBackend(LocalTransport(run))
     backend.queue_key = cluster.slurm_conf
+    backend.reach(cluster.slurm_cluster)
     return backend
 
 
@@ -163,7 +216,7 @@ def estimate(cluster: Cluster, script: str, nodes: int, partition: str) -> Estim
         from ti_slurm.backends.slurm import SlurmBackend
 
         assert isinstance(backend, SlurmBackend)
-        done = backend.transport.run(["sbatch", "--test-only"], script)
+        done = backend.transport.run(backend.command("sbatch", "--test-only"), script)
         found = parse_test_only(done.stdout + done.stderr)
         if found is None:
             said = (done.stderr or done.stdout).strip().splitlines()
@@ -182,7 +235,7 @@ def free_nodes(backend: Backend) -> dict[str, int]:
     from ti_slurm.backends.slurm import SlurmBackend, checked_stdout
 
     assert isinstance(backend, SlurmBackend)
-    text = checked_stdout(backend.transport.run(["sinfo", "-h", "-o", "%P %t %D"], None), "sinfo")
+    text = checked_stdout(backend.transport.run(backend.command("sinfo", "-h", "-o", "%P %t %D"), None), "sinfo")
     return parse_idle(text)
 
 
@@ -237,9 +290,9 @@ def with_defaults(spec: Any, cluster: Cluster) -> Any:
 def choose_cluster(spec: Any, name: str) -> tuple[Cluster, str]:
     """The cluster a submit goes to (``name``, or ``auto``: the one that would start ``spec`` first) and, for
     ``auto``, the line that says why."""
-    clusters = user_clusters()
     if name != AUTO_CLUSTER:
-        return find_cluster(name, clusters), ""
+        return find_cluster(name), ""
+    clusters = known_clusters()
     if not clusters:
         raise ConfigError("cluster", name, "no clusters to choose from: add [[cluster]] tables to your user config")
     return pick(estimate_all(spec, clusters))

@@ -435,10 +435,10 @@ class _Spread:
     when it would start it (the points already sent count there), and the point goes to the earliest."""
 
     def __init__(self, spec: Any, grid: list[dict[str, str]], fit: bool, options: dict[str, Any]) -> None:
-        from ti_slurm.clusters import user_clusters
+        from ti_slurm.clusters import known_clusters
 
         self.spec, self.grid, self.fit, self.options = spec, grid, fit, options
-        self.answering = user_clusters()  # a cluster that gives no answer is not asked again for this sweep
+        self.answering = known_clusters()  # a cluster that gives no answer is not asked again for this sweep
         self.clusters = len(self.answering)
         self.backends: dict[str, Backend] = {}
 

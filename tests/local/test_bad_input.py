@@ -261,7 +261,7 @@ def test_a_backend_that_cannot_serve_the_submit_is_one_line(tmp_path: Path, args
             "up: --accounting: only with --slurm 22.05 (Debian's slurmdbd; the 25.11 build has no MySQL plugin)\n",
         ),
         (["--frobnicate"], "up: unknown argument '--frobnicate' (usage: up [--slurm 22.05|25.11] [--nodes N] "
-         "[--accounting])\n"),
+         "[--accounting] | up --twin)\n"),
     ],
 )  # fmt: skip
 def test_bad_test_cluster_options_are_one_line_and_change_nothing(args: list[str], line: str) -> None:

@@ -97,6 +97,10 @@ def test_every_config_block_is_read_as_printed(
         (tmp_path / "ti-slurm" / "config.toml").write_text(body)
         monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
         assert read_user_config(), where
+        if "[[cluster]]" in body:  # its clusters as `ti-slurm clusters` reads them
+            from ti_slurm.clusters import user_clusters
+
+            assert user_clusters(), where
         return
     path = tmp_path / "config.toml"
     path.write_text(body)

@@ -94,7 +94,8 @@ def test_a_local_sweep_of_more_points_than_it_can_run_at_once_is_one_line(tmp_pa
 
 def test_a_sweep_on_a_cluster_not_in_the_config_is_one_line_and_submits_nothing(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(SPEC + "cluster: gpu\n")
-    res = run_cli("sweep", "job.yaml", "--param", "lr=0.1,0.2", cwd=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path)})
+    nowhere = {"XDG_CONFIG_HOME": str(tmp_path), "SLURM_CONF": str(tmp_path / "none.conf")}  # no Slurm clusters either
+    res = run_cli("sweep", "job.yaml", "--param", "lr=0.1,0.2", cwd=tmp_path, env=nowhere)
     assert res.returncode == 2 and res.stdout == "", res.stdout
     assert res.stderr == (
         "ti-slurm: error: cluster: 'gpu': no such cluster "

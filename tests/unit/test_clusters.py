@@ -3,11 +3,23 @@ read, the earliest start chosen, ids named by cluster (the cluster tier runs bot
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.client import check_job_id
-from ti_slurm.clusters import Cluster, Estimate, earliest, parse_clusters, parse_idle, parse_test_only
+from ti_slurm.clusters import (
+    Cluster,
+    Estimate,
+    earliest,
+    find_cluster,
+    known_clusters,
+    parse_clusters,
+    parse_idle,
+    parse_test_only,
+)
 from ti_slurm.core.errors import ConfigError
 
 
@@ -16,11 +28,14 @@ def test_cluster_tables_are_read_and_each_mistake_is_one_line() -> None:
         {"name": "gpu", "host": "gpu-login", "partition": "a100"},
         {"name": "npu", "slurm_conf": "/etc/slurm-npu/slurm.conf", "bin_dir": "/opt/slurm/bin"},
         {"name": "portal", "rest_url": "https://slurm.example.org:6820", "rest_token": "env"},
+        {"name": "twin", "slurm_cluster": "tistwin"},
+        {"name": "far", "host": "far-login", "slurm_cluster": "far2"},
     ]
-    gpu, npu, portal = parse_clusters(tables, "config.toml")
+    gpu, npu, portal, twin, far = parse_clusters(tables, "config.toml")
     assert (gpu.reached, npu.reached, portal.reached) == (
         "ssh gpu-login", "slurm.conf /etc/slurm-npu/slurm.conf", "slurmrestd https://slurm.example.org:6820"
     )
+    assert (twin.reached, far.reached) == ("--clusters=tistwin", "ssh far-login --clusters=far2")
     assert gpu.defaults() == {"partition": "a100"} and npu.defaults() == {}
     mistakes = [
         ([{"name": "gpu"}], "give exactly one of slurm_conf"),
@@ -29,6 +44,8 @@ def test_cluster_tables_are_read_and_each_mistake_is_one_line() -> None:
         ([{"name": "gpu", "host": "a", "partiton": "x"}], "cluster 'gpu'.partiton: 'x': unknown key"),
         ([{"name": "gpu", "host": "a"}, {"name": "gpu", "host": "b"}], "two clusters have this name"),
         ([{"name": "gpu", "host": 5}], "expected text"),
+        ([{"name": "gpu", "rest_url": "http://b", "slurm_cluster": "c"}], "slurmrestd serves its own cluster only"),
+        ([{"name": "gpu", "slurm_cluster": "a b"}], "'a b': expected a Slurm ClusterName"),
     ]
     for given, said in mistakes:
         with pytest.raises(ConfigError, match=said):
@@ -62,3 +79,20 @@ def test_a_job_on_a_named_cluster_is_named_by_it() -> None:
     for bad in ("gpu:", ":123", "g p:1", "1gpu:2"):
         with pytest.raises(ConfigError):
             check_job_id(bad)
+
+
+def test_a_name_no_table_has_may_be_a_cluster_of_the_slurm_multi_cluster_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sacctmgr as a site with two clusters on one slurmdbd answers it (a stand-in on PATH: the cluster tier
+    # shows the real one)
+    fake = tmp_path / "sacctmgr"
+    fake.write_text("#!/bin/sh\nprintf 'tisci\\ntistwin\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    mine = [Cluster("gpu", host="gpu-login")]
+    assert find_cluster("tistwin", mine) == Cluster("tistwin", slurm_cluster="tistwin")
+    with pytest.raises(ConfigError, match=r"'x': no such cluster \(yours: gpu; this machine's Slurm reaches: tisci, "):
+        find_cluster("x", mine)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))  # no [[cluster]] tables: Slurm's are the ones
+    assert [c.name for c in known_clusters()] == ["tisci", "tistwin"]

@@ -42,8 +42,26 @@ def test_one_controller_call_for_many_jobs() -> None:
         return subprocess.CompletedProcess(argv, 0, "1000\n" + job_line("1", "RUNNING") + job_line("2", "PENDING"), "")
 
     states = SlurmBackend(LocalTransport(run)).queue_states([JobInfo(str(i)) for i in range(1, 201)])
-    assert len(calls) == 1 and "scontrol -o show job" in calls[0][2]
+    assert len(calls) == 1 and calls[0][-4:] == ["scontrol", "-o", "show", "job"]
     assert set(states) == {"1", "2"}
+
+
+def test_a_cluster_of_a_multi_cluster_setup_gets_every_command_with_clusters() -> None:
+    calls: list[list[str]] = []
+
+    def run(argv, stdin):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        out = {"sbatch": "77;twin\n", "sh": "1000\n" + job_line("77", "RUNNING")}.get(argv[0], "")
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    here, there = SlurmBackend(LocalTransport(run)), SlurmBackend(LocalTransport(run), slurm_cluster="twin")
+    assert there.sbatch(there.command("sbatch", "--parsable"), "#!/bin/sh\n") == "77"  # Slurm's "id;cluster"
+    there.queue_states([JobInfo("77")])
+    there.cancel(JobInfo("77"))
+    there.sinfo()
+    assert [c for c in calls if "--clusters=twin" not in c] == []
+    assert calls[1][-5:] == ["scontrol", "--clusters=twin", "-o", "show", "job"]
+    assert here.partitions_key() != there.partitions_key()  # two clusters' answers are never shared
 
 
 def test_no_jobs_at_all_is_an_empty_queue() -> None:

@@ -125,9 +125,22 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
     queues_jobs = job_arrays = finds_jobs_by_id = True
     queue_key = ""  # what tells this controller's shared queue answers apart (a cluster's slurm.conf)
 
-    def __init__(self, transport: Transport | None = None) -> None:
+    def __init__(self, transport: Transport | None = None, slurm_cluster: str = "") -> None:
         self.transport: Transport = transport or LocalTransport()
         self.run = self.transport.run
+        self.slurm_cluster = ""
+        self.reach(slurm_cluster)
+
+    def reach(self, slurm_cluster: str) -> None:
+        """Send every command to ``slurm_cluster``, a cluster of the Slurm multi-cluster setup these commands
+        are in (``--clusters``: their slurmdbd knows where its controller is); ``""``: their own cluster."""
+        self.slurm_cluster = slurm_cluster
+        if slurm_cluster:
+            self.queue_key = f"{self.queue_key}@{slurm_cluster}"
+
+    def command(self, name: str, *args: str) -> list[str]:
+        """Slurm's command ``name`` with ``args``, sent to this backend's cluster."""
+        return [name, f"--clusters={self.slurm_cluster}", *args] if self.slurm_cluster else [name, *args]
 
     def _ok(self, argv: Sequence[str], stdin: str | None = None) -> str:
         return checked_stdout(self.run(argv, stdin), argv[0])
@@ -144,11 +157,11 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         if check_fit:
             refuse_unfit(plan, self.fresh_partitions(), self.sinfo, self.partitions_key())
         make_output_dir(plan.output_dir)
-        return self._info(self.sbatch(SBATCH_ARGV, script), plan)
+        return self._info(self.sbatch(self.command(*SBATCH_ARGV), script), plan)
 
     def sinfo(self) -> str:
         """The partitions, as :func:`~ti_slurm.slurm.text.parse_partitions` reads them."""
-        return self._ok(["sinfo", "-h", "-o", PARTITIONS_FORMAT])
+        return self._ok(self.command("sinfo", "-h", "-o", PARTITIONS_FORMAT))
 
     def answer_key(self, what: str) -> str:
         """The shared cache's name for this cluster's answer ``what``: by the Slurm config its commands read
@@ -172,7 +185,7 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         from ti_slurm.backends.answers import PARTITIONS_MAX_AGE, shared_text
 
         def ask() -> str:
-            res = self.run(["scontrol", "show", "config"], None)
+            res = self.run(self.command("scontrol", "show", "config"), None)
             return parse_config(res.stdout).get("MaxArraySize", "") if res.returncode == 0 else ""
 
         text = shared_text(self.answer_key("max-array-size"), PARTITIONS_MAX_AGE, ask)
@@ -184,7 +197,7 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         ``scontrol -o show job``: one controller RPC however many jobs are followed
         (``squeue`` costs two: it also loads the partitions).
         """
-        res = self.run(["sh", "-c", 'id -u && exec scontrol -o show job "$@"', "sh"], None)
+        res = self.run(["sh", "-c", 'id -u && exec "$@"', "sh", *self.command("scontrol", "-o", "show", "job")], None)
         uid, _, jobs = res.stdout.partition("\n")
         if res.returncode != 0 and "No jobs in the system" in res.stdout + res.stderr:
             return {}
@@ -193,15 +206,15 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
 
     def find_by_comment(self, comment: str) -> str | None:
         """A queued job of this user whose comment is ``comment`` (for safe retries)."""
-        found = parse_comments(self._ok(["squeue", "--me", "-h", "-o", COMMENTS_FORMAT]))
+        found = parse_comments(self._ok(self.command("squeue", "--me", "-h", "-o", COMMENTS_FORMAT)))
         return next((job_id for job_id, text in found.items() if text == comment), None)
 
     def find_job_dir(self, job_id: str) -> str | None:
         """A job's directory from its StdOut path (``<output dir>/slurm-<id>.out``)."""
-        res = self.run(["scontrol", "-o", "show", "job", job_id], None)
+        res = self.run(self.command("scontrol", "-o", "show", "job", job_id), None)
         records = show_job_records(res.stdout) if res.returncode == 0 else []
         folder = output_dir(records[0]) if records else None
         return JobPaths.of(folder, job_id).root if folder else None
 
     def cancel(self, job: JobInfo) -> None:
-        self._ok(["scancel", job.job_id])
+        self._ok(self.command("scancel", job.job_id))

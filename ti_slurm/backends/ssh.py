@@ -60,7 +60,7 @@ class SSHBackend(SlurmBackend):
             # the login's own SLURM_*, SBATCH_*... would reach the job through sbatch (SLURM_CONF stays)
             f"for v in $( (env | cut -d= -f1 | grep -E '^({LEAKING})' | grep -vxE '{KEPT_HERE}') 2>/dev/null);"
             ' do unset "$v"; done; '
-            'sinfo -h -o "$1" 2>/dev/null; echo "$2"; "$3" -c "$4" 2>&1; echo "$5"; py=$3; shift 5; '
+            'sinfo ${1:+"$1"} -h -o "$2" 2>/dev/null; echo "$3"; "$4" -c "$5" 2>&1; echo "$6"; py=$4; shift 6; '
             'IFS= read -r dir && mkdir -p -- "$dir" && '
             # a full filesystem: said (FULL_MARK and the KiB free) and nothing submitted
             # df's 4th field, read by the shell alone: a login without awk (or df) still submits
@@ -71,12 +71,13 @@ class SSHBackend(SlurmBackend):
             'if [ "$how" = snapshot ]; then exec "$py" -m ti_slurm.backends.login_snapshot "$@"; else exec "$@"; fi'
         )
         if self.fresh_partitions() is not None:  # another submit asked lately: no need to ask again
-            script = script.replace('sinfo -h -o "$1" 2>/dev/null; ', "")
-        head = [PARTITIONS_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
-        return ["sh", "-c", script, "sh", *head, *SBATCH_ARGV]
+            script = script.replace('sinfo ${1:+"$1"} -h -o "$2" 2>/dev/null; ', "")
+        clusters = self.command("sinfo")[1:] or [""]  # --clusters=<name>, or nothing
+        head = [*clusters, PARTITIONS_FORMAT, SINFO_END, python, PYTHON_PROBE, PYTHON_END]
+        return ["sh", "-c", script, "sh", *head, *self.command(*SBATCH_ARGV)]
 
     def answer_key(self, what: str) -> str:
-        return f"{what}-{self.name}-{self.session.target.alias}"
+        return f"{what}-{self.name}-{self.session.target.alias}{self.queue_key}"
 
     def begin_submit(self, submission: str, python: str) -> Any:
         """Start the remote half of a submit before the script is ready (see :meth:`finish_submit`);

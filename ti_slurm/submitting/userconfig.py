@@ -11,7 +11,8 @@
 
     [[cluster]]                             # another cluster: submit --cluster gpu (docs/clusters.md)
     name = "gpu"
-    host = "gpu-login"                      # or slurm_conf = "/etc/slurm-gpu/slurm.conf", or rest_url = "..."
+    host = "gpu-login"                      # or slurm_conf = "/etc/slurm-gpu/slurm.conf", or rest_url = "...";
+                                            # slurm_cluster = "gpu2": a cluster of a Slurm multi-cluster setup
     partition = "a100"
 
     [[notify]]                              # the jobs' notifications when the spec has no notify:
