@@ -280,17 +280,13 @@ def resubmit(job: Job) -> Job:
     ran), as a new job of its own: a new submission, where the first went (the same backend, login node or
     cluster), without its pipeline's ``after:`` (those jobs have ended). The console's "resubmit", ModelArts'
     "rebuild"."""
+    from ti_slurm.follow.status import ran_plan
     from ti_slurm.submitting.script import render as render_plan
 
-    text = job.backend.read_text(JobPaths(job.job_dir).plan) if job.job_dir else None
-    if not text:
-        where = f"its directory {job.job_dir} holds none" if job.job_dir else "its directory is not known"
-        raise UnknownJobError(f"job {job.id}: its plan is gone ({where}): submit its spec again")
     try:
-        plan = JobPlan.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
-        why = f"its plan was written by another ti-slurm ({exc})"
-        raise UnknownJobError(f"job {job.id}: {why}: submit its spec again") from None
+        plan = ran_plan(job.backend, job.job_dir)
+    except ValueError as exc:
+        raise UnknownJobError(f"job {job.id}: {exc}: submit its spec again") from None
     submission = uuid.uuid4().hex[:16]
     plan = plan.replace(submission=submission, dependency="")
     script = render_plan(plan)  # before the submit begins: a remote half is never left waiting

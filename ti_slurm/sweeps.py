@@ -295,10 +295,12 @@ class Sweep:
 def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
     """Point ``point``'s job: where a spread sweep's point went is the point's own (its cluster, backend, login
     node and folder), else the sweep's."""
+    from ti_slurm.follow.registry import point_where
+
     job_id = str(point["job_id"])
 
     def where(key: str) -> str:
-        return str(point.get(key, record.get(key)) or "")
+        return point_where(record, point, key)
 
     return JobInfo(
         job_id,

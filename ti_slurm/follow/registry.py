@@ -74,8 +74,14 @@ def sweep_job_ids(job_id: str) -> list[str]:
     record = recall_sweep(job_id) if job_id.startswith("sweep-") else None
     if record is None:
         return [job_id]
-    on = [str(p.get("cluster", record.get("cluster")) or "") for p in record["points"]]  # named with their cluster
+    on = [point_where(record, p, "cluster") for p in record["points"]]  # named with their cluster
     return [f"{c}:{p['job_id']}" if c else str(p["job_id"]) for c, p in zip(on, record["points"], strict=True)]
+
+
+def point_where(record: dict[str, Any], point: dict[str, Any], key: str) -> str:
+    """Where a sweep's point went (``key``: its cluster, backend, login node or folder): a spread sweep's point
+    says its own, else the sweep's holds for every point."""
+    return str(point.get(key, record.get(key)) or "")
 
 
 def recall(job_id: str) -> JobInfo | None:

@@ -258,12 +258,11 @@ def job_scalars(backend: Backend, job_dir: str) -> ScalarReader:
     """A reader of one job's training scalars: the TensorBoard event files it writes to
     ``TI_SLURM_TENSORBOARD_DIR``, found and read through ``backend`` (here, or over SSH)."""
     from ti_slurm.core.paths import JobPaths
-    from ti_slurm.core.plan import JobPlan
+    from ti_slurm.follow.status import ran_plan
 
-    text = backend.read_text(JobPaths(job_dir).plan) if job_dir else None
     try:
-        outputs = JobPlan.from_json(text).outputs if text else ""
-    except (ValueError, KeyError, TypeError):  # another ti-slurm's plan: its results in the job directory
+        outputs = ran_plan(backend, job_dir).outputs
+    except ValueError:  # no plan, or another ti-slurm's: its results in the job directory
         outputs = ""
     folder = JobPaths(job_dir).tensorboard(outputs) if job_dir else ""
 

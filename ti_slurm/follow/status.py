@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.core.events import own_events
 from ti_slurm.core.hostlist import compress
 from ti_slurm.core.paths import node_label
 from ti_slurm.core.states import JobState
+
+if TYPE_CHECKING:
+    from ti_slurm.core.plan import JobPlan
 
 PENDING_FOREVER = {  # Slurm's reasons for a job that cannot start as its partition stands
     "PartitionConfig": "the job asks for more than the partition has",
@@ -409,3 +412,19 @@ def _clock(when: float | None) -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "-"
+
+
+def ran_plan(backend: Any, job_dir: str) -> JobPlan:
+    """The plan a job ran, read from its directory through ``backend``; a :class:`ValueError` saying why when
+    there is none (the directory is not known, or holds none) or another ti-slurm wrote it."""
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.core.plan import JobPlan
+
+    text = backend.read_text(JobPaths(job_dir).plan) if job_dir else None
+    if not text:
+        where = f"its directory {job_dir} holds none" if job_dir else "its directory is not known"
+        raise ValueError(f"its plan is gone ({where})")
+    try:
+        return JobPlan.from_json(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"its plan was written by another ti-slurm ({exc})") from None

@@ -108,8 +108,8 @@ class Console:
         status = sweep.status(max_age=FOLLOW_MAX, ended=ended)  # the points' records first, as the list
         last: dict[int, dict[str, float]] = {}
         for k, (p, job) in enumerate(zip(status.points, sweep.jobs(), strict=True)):
-            if job.id in self.ended:
-                last[p.index] = self.ended[job.id][1]
+            if job.id in self.ended:  # shown again: now the most recently used
+                last[p.index] = kept(self.ended, job.id, lambda: None, ENDED_AT_MOST)[1]
                 continue
             # the first points' scalars: read after a point's end, they are all it wrote
             values = last_values(self.scalars(job)) if k < pages.SCALAR_POINTS else {}
