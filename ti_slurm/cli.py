@@ -79,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_watching(sub, remote)
     sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
-    sub.add_parser("clusters", help="your clusters (user config): how each is reached, whether it answers, idle nodes")
+    sub.add_parser(
+        "clusters",
+        help="your clusters (user config, else Slurm's multi-cluster setup): how each is reached, whether it"
+        " answers, idle nodes",
+    )
     it = sub.add_parser("init", help="print a commented starter spec that submits as written (> job.yaml)")
     it.add_argument("--mode", default="ddp", choices=mode_names(), help="the training mode (ddp)")
     it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
@@ -166,8 +170,8 @@ def _add_submit(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--cluster",
         metavar="NAME",
-        help="one of your user config's clusters, or auto: the one that would start the job (a sweep: each point)"
-        " first (docs/clusters.md)",
+        help="one of your user config's clusters (or of Slurm's multi-cluster setup, as sbatch -M names them), or"
+        " auto: the one that would start the job (a sweep: each point) first (docs/clusters.md)",
     )
 
 

@@ -297,5 +297,6 @@ def test_time_zero_is_no_limit_as_sbatch_reads_it_so_restart_takes_it(write_spec
 def test_a_spec_names_its_cluster_or_auto_and_nothing_else() -> None:
     assert parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "gpu-a"}).cluster == "gpu-a"
     assert parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "auto"}).cluster == "auto"
-    with pytest.raises(SpecError, match=r"^cluster: 'gpu a': expected `auto` or a \[\[cluster\]\] name"):
+    said = r"^cluster: 'gpu a': expected `auto`, a \[\[cluster\]\] name of your user config or a Slurm cluster's"
+    with pytest.raises(SpecError, match=said):
         parse_spec({"mode": "ddp", "nodes": 2, "command": "x", "cluster": "gpu a"})

@@ -503,8 +503,8 @@ FIELD_DOCS: dict[str, tuple[str, str, object]] = {  # field: (its page of docs/,
     "remote": ("remote", "Where `--host` submission goes by default.", {"host": "login", "workdir": "/share/me/proj"}),
     "cluster": (
         "clusters",
-        "Which of your user config's clusters runs the job, or `auto`: the one that would start it first (a sweep:"
-        " each point's).",
+        "Which of your user config's clusters runs the job (or a cluster of Slurm's multi-cluster setup, as"
+        " `sbatch -M` names it), or `auto`: the one that would start it first (a sweep: each point's).",
         "auto",
     ),
 }
@@ -565,7 +565,7 @@ class JobSpec(_Strict):
     @field_validator("cluster")
     @classmethod
     def _cluster(cls, v: str | None) -> str | None:
-        why = f"expected `{AUTO_CLUSTER}` or a [[cluster]] name of your user config"
+        why = f"expected `{AUTO_CLUSTER}`, a [[cluster]] name of your user config or a Slurm cluster's name"
         why += " (a letter, then letters, digits, _-)"
         return _matching(_CLUSTER_NAME, v, why)
 
