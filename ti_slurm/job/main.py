@@ -129,4 +129,14 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     # the package root: <root>/ti_slurm/job/main.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Out at once, past the interpreter's shutdown: the step's daemon threads (its beat, the stop-request
+    # watcher) waking while the interpreter finalizes may crash it (CPython before 3.14 ends such a thread
+    # with pthread_exit: gh-87135), and a step whose command exited 0 and was recorded so then ends 139
+    # (seen once in CI). Its record is written and nothing else is left to do.
+    import contextlib  # (the beat's import already)
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # nobody reads it any more
+            stream.flush()
+    os._exit(code)
