@@ -47,6 +47,7 @@ def test_a_token_from_a_file_is_read_again_once_it_is_about_to_expire(tmp_path) 
     path = tmp_path / "jwt"
     soon, later = jwt(exp=int(time.time()) + 30), jwt(exp=int(time.time()) + 3600)
     path.write_text(f"SLURM_JWT={soon}\n")
+    path.chmod(0o600)
     tokens = Tokens(f"file:{path}", environ={})
     assert tokens.current() == soon
     path.write_text(f"{later}\n")  # what a site's agent does: the file is replaced before the old one expires
@@ -56,6 +57,7 @@ def test_a_token_from_a_file_is_read_again_once_it_is_about_to_expire(tmp_path) 
 
 def test_no_token_is_one_line_saying_how_to_get_one(tmp_path) -> None:
     (tmp_path / "jwt").write_text("")
+    (tmp_path / "jwt").chmod(0o600)
     with pytest.raises(BackendError, match=r"gave none: get one with `scontrol token lifespan=3600`"):
         Tokens(f"file:{tmp_path / 'jwt'}", environ={}).current()
     with pytest.raises(ConfigError, match="rest_token"):
@@ -148,3 +150,125 @@ def test_an_exclusive_job_is_said_as_each_version_reads_it() -> None:
     plan = plan_from({"mode": "ddp", "nodes": 2, "sbatch": {"exclusive": True}})
     assert rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.38"))["job"]["exclusive"] == "exclusive"
     assert rest.submit_body(plan, "s", {}, rest.dialect_of("v0.0.44"))["job"]["shared"] == ["none"]
+
+
+# -- token sources that fail or misbehave: one line, never token material, never a hang -----------------------
+SECRET = jwt(exp=1_900_000_000, sun="alice", secret="do-not-show")
+
+
+def token_script(tmp_path, body: str) -> str:  # type: ignore[no-untyped-def]
+    script = tmp_path / "get-token"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o700)
+    return f"command:{script}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f"echo SLURM_JWT={SECRET}; exit 1",  # the token printed, then a failure
+        f"echo SLURM_JWT={SECRET}; echo 'scontrol: error: {SECRET} refused' >&2; exit 3",  # and echoed in the error
+        f"echo {SECRET} >&2; exit 2",
+    ],
+)
+def test_a_failing_token_command_never_puts_the_token_in_its_error(tmp_path, body: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BackendError) as refused:
+        Tokens(token_script(tmp_path, body), environ={}).current()
+    said = str(refused.value)
+    assert "getting a token with" in said and "\n" not in said
+    assert SECRET not in said and "do-not-show" not in said and SECRET.split(".")[1] not in said
+
+
+def test_odd_token_sources_are_one_line_and_end(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+
+    from ti_slurm.backends import rest as rest_backend
+
+    monkeypatch.setattr(rest_backend, "TIMEOUT", 1.0)
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=r"printed more than 65536 bytes: stopped"):
+        Tokens("command:cat /dev/zero", environ={}).current()
+    with pytest.raises(BackendError, match=r"did not end within 1 s: stopped"):
+        Tokens(token_script(tmp_path, f"echo $$ > {tmp_path}/pid; exec sleep 60"), environ={}).current()
+    assert time.monotonic() - started < 10
+    pid = (tmp_path / "pid").read_text().strip()
+    assert subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0  # nothing of it outlives the call
+    with pytest.raises(BackendError, match=r"holds characters no token has \(binary output\?\)"):
+        Tokens(token_script(tmp_path, r"printf '\377\001\002abc\n'"), environ={}).current()
+    unclosed = r"rest_token: 'command:scontrol \"token': its command cannot be read: No closing quotation"
+    with pytest.raises(ConfigError, match=unclosed):
+        Tokens('command:scontrol "token', environ={}).current()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"cannot read the token: not a regular file"):
+        Tokens(f"file:{fifo}", environ={}).current()
+    with pytest.raises(ConfigError, match=r"cannot read the token"):
+        Tokens("file:/dev/zero", environ={}).current()
+    big = tmp_path / "big"
+    big.write_bytes(b"a" * 70_000)
+    with pytest.raises(ConfigError, match=r"over 65536 bytes"):
+        Tokens(f"file:{big}", environ={}).current()
+
+
+def test_a_token_file_others_may_read_is_warned_of_as_ssh_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "jwt"
+    path.write_text(f"{SECRET}\n")
+    path.chmod(0o644)
+    with pytest.warns(RuntimeWarning, match=r"has mode -rw-r--r--: others may read your token; chmod 600 it"):
+        assert Tokens(f"file:{path}", environ={}).current() == SECRET
+    path.chmod(0o600)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Tokens(f"file:{path}", environ={}).current() == SECRET
+
+
+def test_a_refused_token_is_said_as_such_not_as_a_server_without_versions(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.backends.rest import RestBackend, RestClient
+
+    monkeypatch.setattr(RestClient, "send", lambda *a: (401, {"errors": [{"description": "Authentication failure"}]}))
+    backend = RestBackend("http://127.0.0.1:9", "env", "alice")
+    backend.client.tokens.environ = {"SLURM_JWT": SECRET}
+    with pytest.raises(BackendError, match="refused the token from SLURM_JWT") as refused:
+        backend.version()
+    assert "serves" not in str(refused.value) and SECRET not in str(refused.value)
+
+
+def test_what_slurmrestd_says_reaches_a_message_without_the_token(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.backends.rest import RestClient, Tokens, without_tokens
+
+    echoed = {"errors": [{"description": f"bad header X-SLURM-USER-TOKEN: {SECRET}"}]}
+    monkeypatch.setattr(RestClient, "send", lambda *a: (400, echoed))
+    client = RestClient("http://127.0.0.1:9", Tokens("env", environ={"SLURM_JWT": SECRET}), "alice")
+    with pytest.raises(BackendError) as refused:
+        client.request("GET", "/slurm/v0.0.40/jobs")
+    assert SECRET not in str(refused.value) and "<token>" in str(refused.value)
+    assert without_tokens(f"x SLURM_JWT=abc.def y {SECRET}") == "x SLURM_JWT=<token> y <token>"
+
+
+@pytest.mark.parametrize("job_id", ["../../.config/PLANTED", "..", "12/../../x", ".hidden", "", "1" * 70])
+def test_a_job_id_in_slurmrestds_answer_that_is_no_id_becomes_no_path(tmp_path, monkeypatch, job_id: str) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.backends.rest import RestBackend, RestClient
+    from ti_slurm.core.errors import TiSlurmError
+
+    answers = {"/openapi/v3": {"paths": {"/slurm/v0.0.40/jobs": {}}}, "/slurm/v0.0.40/job/submit": {"job_id": job_id}}
+    monkeypatch.setattr(RestClient, "request", lambda self, method, path, *a, **k: answers[path])
+    backend = RestBackend("http://127.0.0.1:9", "env", "alice")
+    plan = plan_from({"mode": "ddp", "nodes": 1, "command": "true", "output_dir": str(tmp_path / "out")})
+    with pytest.raises(TiSlurmError) as refused:
+        backend.submit(plan, "#!/bin/sh\n", check_fit=False)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / ".config").exists() and not list(tmp_path.rglob("*PLANTED*"))
+
+
+def test_the_registry_keeps_no_record_under_a_name_that_is_no_job_id(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.follow.registry import remember
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for job_id in ("../../PLANTED", "a/b", ".x"):
+        with pytest.raises(BackendError, match="no job id: not recorded"):
+            remember(JobInfo(job_id, backend="rest"))
+    assert not list(tmp_path.rglob("*PLANTED*")) and not list(tmp_path.rglob("x.json"))

@@ -21,9 +21,9 @@ import base64
 import http.client
 import json
 import os
+import re
 import shlex
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -33,13 +33,14 @@ from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, m
 from ti_slurm.backends.slurm import add_queue_entry
 from ti_slurm.core.environ import job_environment
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
+from ti_slurm.core.files import open_regular
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.slurm import rest
 from ti_slurm.slurm.text import array_task_ids
-from ti_slurm.transports import LocalTransport
+from ti_slurm.transports import LocalTransport, run_capped
 
 TIMEOUT = 15.0  # seconds a request may take
 RENEW_BEFORE = 120  # seconds before a token expires that a new one is asked for (a short-lived one's: a fifth)
@@ -60,6 +61,23 @@ def token_renewal(token: str) -> float | None:
     except (IndexError, KeyError, ValueError, TypeError):
         return None
     return expires - min(RENEW_BEFORE, life / 5)
+
+
+TOKEN_BYTES_AT_MOST = 64 * 1024  # what a token source may give (a JWT is a few hundred bytes)
+TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]+")  # the characters a bearer token has (RFC 6750's token68)
+JWT_SHAPED = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)?")
+SHOWN_AS = "<token>"
+
+
+def without_tokens(text: str, *known: str) -> str:
+    """``text`` fit to be shown: the ``known`` tokens, anything shaped like a JWT and a ``SLURM_JWT=`` value
+    replaced by ``<token>``. Every line about tokens, and every answer of slurmrestd that reaches a message,
+    goes through it: no error, reason, record or page holds token material."""
+    for token in known:
+        if len(token) >= 8:
+            text = text.replace(token, SHOWN_AS)
+    text = JWT_SHAPED.sub(SHOWN_AS, text)
+    return re.sub(r"(SLURM_JWT=)\S+", r"\1" + SHOWN_AS, text)
 
 
 def token_from_text(text: str) -> str:
@@ -83,13 +101,14 @@ class Tokens:
         self.environ = os.environ if environ is None else environ
         self.token = ""
         self.renew_at: float | None = None
+        self.warned = False  # of a token file that others may read: once
 
     def where(self) -> str:
         kind, _, rest_of = self.source.partition(":")
         if kind == "file":
             return f"the file {rest_of}"
         if kind == "command":
-            return f"`{rest_of}`"
+            return f"`{without_tokens(rest_of)}`"
         return "SLURM_JWT" if self.source == "env" or self.environ.get("SLURM_JWT") else "`scontrol token`"
 
     def current(self) -> str:
@@ -103,29 +122,64 @@ class Tokens:
         if kind == "env" or (kind == "auto" and self.environ.get("SLURM_JWT")):
             token = self.environ.get("SLURM_JWT", "")
         elif kind == "file":
-            try:
-                with open(os.path.expanduser(rest_of), encoding="utf-8") as fh:
-                    token = token_from_text(fh.read())
-            except OSError as exc:
-                raise ConfigError("rest_token", self.source, f"cannot read the token: {exc.strerror}") from None
+            token = token_from_text(self.from_file(os.path.expanduser(rest_of)))
         else:
-            argv = shlex.split(rest_of) if kind == "command" else ["scontrol", "token", "lifespan=3600"]
-            token = self.from_command(argv)
+            token = token_from_text(self.from_command(self.argv(kind, rest_of)))
         if not token:
             raise BackendError(f"slurmrestd needs a token and {self.where()} gave none: {NEW_TOKEN}")
+        if not TOKEN.fullmatch(token):
+            raise BackendError(f"{self.where()} gave no token: what it gave holds characters no token has"
+                               f" (binary output?); {NEW_TOKEN}")
         self.token, self.renew_at = token, token_renewal(token)
         return token
 
-    def from_command(self, argv: list[str]) -> str:
+    def argv(self, kind: str, rest_of: str) -> list[str]:
+        if kind != "command":
+            return ["scontrol", "token", "lifespan=3600"]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"getting a token with `{shlex.join(argv)}` failed: {exc}") from None
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip().splitlines()
-            why = said[-1] if said else f"exit {done.returncode}"
-            raise BackendError(f"getting a token with `{shlex.join(argv)}` failed: {why}")
-        return token_from_text(done.stdout)
+            argv = shlex.split(rest_of)
+        except ValueError as exc:  # an unclosed quote
+            raise ConfigError("rest_token", without_tokens(self.source), f"its command cannot be read: {exc}") from None
+        if not argv:
+            raise ConfigError("rest_token", self.source, "command: names no command (command:scontrol token ...)")
+        return argv
+
+    def from_file(self, path: str) -> str:
+        """The text of the token file: a regular file (a FIFO or device there is refused, never waited on), of a
+        token's size; a warning when others may read it (as ssh warns of a key file)."""
+        import stat
+        import warnings
+
+        try:
+            with open_regular(path) as fh:
+                mode = os.fstat(fh.fileno()).st_mode
+                data = fh.read(TOKEN_BYTES_AT_MOST + 1)
+        except OSError as exc:
+            why = exc.strerror or "not a regular file"
+            raise ConfigError("rest_token", self.source, f"cannot read the token: {why}") from None
+        if len(data) > TOKEN_BYTES_AT_MOST:
+            raise ConfigError("rest_token", self.source, f"the file is over {TOKEN_BYTES_AT_MOST} bytes: no token")
+        if mode & 0o077 and not self.warned:
+            self.warned = True
+            warnings.warn(f"rest_token: {path} has mode {stat.filemode(mode)}: others may read your token;"
+                          f" chmod 600 it", RuntimeWarning, stacklevel=4)
+        return data.decode(errors="replace")
+
+    def from_command(self, argv: list[str]) -> str:
+        """What the token command printed; a failure says its last line of error output, never its output
+        (which may hold the token)."""
+        shown = without_tokens(shlex.join(argv))
+        try:
+            code, out, err = run_capped(argv, TOKEN_BYTES_AT_MOST, TIMEOUT)
+        except OSError as exc:
+            raise BackendError(f"getting a token with `{shown}` failed: {exc.strerror}") from None
+        except BackendError as exc:
+            raise BackendError(f"getting a token with `{shown}` failed: {exc}") from None
+        if code != 0:
+            said = err.decode(errors="replace").strip().splitlines()
+            why = without_tokens(said[-1][:300]) if said else f"exit {code}"
+            raise BackendError(f"getting a token with `{shown}` failed: {why}")
+        return out.decode(errors="replace")
 
     def renewable(self) -> bool:
         """Whether asking again may give another token (a refused one from the environment stays refused)."""
@@ -184,7 +238,7 @@ class RestClient:
                                    f" (expired or revoked): {NEW_TOKEN}")
             self.tokens.token = ""  # ask for a fresh one
         if status >= 400:  # (a 2xx answer may carry notes as errors: a held job's "pending scheduler release")
-            said = rest.error_text(payload) if isinstance(payload, dict) else ""
+            said = without_tokens(rest.error_text(payload), self.tokens.token) if isinstance(payload, dict) else ""
             raise BackendError(f"slurmrestd {method} {path} failed: {said or f'HTTP {status}'}")
         return payload
 
@@ -204,7 +258,8 @@ class RestClient:
         except (http.client.RemoteDisconnected, ConnectionResetError):
             return DROPPED, {}
         except (OSError, http.client.HTTPException) as exc:
-            raise BackendError(f"slurmrestd at {self.url} does not answer: {exc}") from None
+            said = without_tokens(str(exc), self.tokens.token)
+            raise BackendError(f"slurmrestd at {self.url} does not answer: {said}") from None
         finally:
             conn.close()
         try:
@@ -265,14 +320,18 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
 
     def ask_version(self) -> str:
         served: list[str] = []
+        failures: list[BackendError] = []
         for path in ("/openapi/v3", "/openapi"):
             try:
                 served = rest.served_versions(self.client.request("GET", path))
-            except BackendError:
+            except BackendError as exc:
+                failures.append(exc)
                 continue
             if served:
                 break
         chosen = rest.pick_version(served)
+        if chosen is None and len(failures) == 2:
+            raise failures[-1]  # neither was answered: why (no token, a refused one, no server), not "no version"
         if chosen is None:
             have = ", ".join(served) or "no slurm API version"
             raise BackendError(f"slurmrestd at {self.client.url} serves {have}; ti-slurm needs one of"
@@ -298,9 +357,10 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             answer = self.client.request("POST", self.api("job/submit"), body)
         except BackendError as exc:
             raise SubmissionError(str(exc).replace(" POST ", " ", 1)) from None
-        job_id = answer.get("job_id")
+        job_id = answer.get("job_id") if isinstance(answer, dict) else None
         if not job_id:
-            raise SubmissionError(f"slurmrestd did not say the job's id: {rest.error_text(answer) or answer}")
+            said = without_tokens(rest.error_text(answer) if isinstance(answer, dict) else str(answer)[:200])
+            raise SubmissionError(f"slurmrestd did not say the job's id: {said or 'an answer without job_id'}")
         job_dir = JobPaths.of(plan.output_dir, str(job_id)).root
         return JobInfo(str(job_id), plan.name, self.name, job_dir, JobState.PENDING, submission=plan.submission)
 

@@ -61,6 +61,13 @@ class JobPaths(Record):
 
     @classmethod
     def of(cls, output_dir: str, job_id: str) -> JobPaths:
+        """The directory of job ``job_id`` in ``output_dir``; an id that is no job id (from a hostile or broken
+        answer: ``../x``, a slash, a dot) is refused before it becomes a path."""
+        plain = job_id.replace("_", "").replace("-", "").replace("+", "")
+        if not (plain.isascii() and plain.isalnum() and len(job_id) <= 64 and job_id[0].isalnum()):
+            from ti_slurm.core.errors import BackendError
+
+            raise BackendError(f"the scheduler answered with a job id of {job_id[:64]!r}, which is no job id: refused")
         return cls(os.path.join(output_dir, job_id))
 
     def _in(self, *parts: str) -> str:

@@ -31,6 +31,10 @@ def sweeps_dir() -> Path:
 
 
 def _store(folder: Path, name: str, record: dict[str, Any]) -> None:
+    if "/" in name or name.startswith(".") or not name:  # an id from a hostile answer: never a path elsewhere
+        from ti_slurm.core.errors import BackendError
+
+        raise BackendError(f"a job id of {name[:64]!r} is no job id: not recorded")
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{name}.tmp"
     tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ commands, here or there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -48,6 +49,49 @@ def run_local(
     except subprocess.TimeoutExpired:
         on = f" on cluster {cluster}" if cluster else ""
         raise BackendError(f"{argv[0]}{on} did not answer within {timeout:g} s") from None
+
+
+def run_capped(argv: Sequence[str], cap: int, timeout: float) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` here and return its exit status, output and error output, each at most ``cap`` bytes: a
+    command that prints more (an endless device) or does not end within ``timeout`` seconds is killed (its
+    whole process group: nothing of it outlives the call) and said as a :class:`BackendError` naming the
+    command's first word only (its arguments may hold secrets)."""
+    import selectors
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    taken: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+    why = ""
+    with selectors.DefaultSelector() as sel:
+        assert proc.stdout is not None and proc.stderr is not None
+        sel.register(proc.stdout, selectors.EVENT_READ, 1)
+        sel.register(proc.stderr, selectors.EVENT_READ, 2)
+        deadline = time.monotonic() + timeout
+        while sel.get_map() and not why:
+            left = deadline - time.monotonic()
+            ready = sel.select(max(left, 0)) if left > 0 else []
+            if not ready:
+                why = f"did not end within {timeout:g} s"
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                taken[key.data] += chunk
+                if len(taken[key.data]) > cap:
+                    why = f"printed more than {cap} bytes"
+    if why:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    if why:
+        raise BackendError(f"{os.path.basename(argv[0])} {why}: stopped")
+    return code, bytes(taken[1]), bytes(taken[2])
 
 
 class Transport(Protocol):
