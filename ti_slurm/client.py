@@ -285,6 +285,8 @@ def resubmit(job: Job) -> Job:
 
     try:
         plan = ran_plan(job.backend, job.job_dir)
+    except PermissionError as exc:  # another user's job: never run as you
+        raise UnknownJobError(f"job {job.id}: not resubmitted: {exc}") from None
     except ValueError as exc:
         raise UnknownJobError(f"job {job.id}: {exc}: submit its spec again") from None
     submission = uuid.uuid4().hex[:16]

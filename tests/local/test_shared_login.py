@@ -174,3 +174,91 @@ def test_another_user_gets_nothing_of_the_console_nor_of_a_jobs_start_notes_and_
     peek = as_user(mallory, f"ls {job_dir}/nodes; cat {job_dir}/nodes/ddp.0.started; ls {job_dir}/output/tensorboard")
     assert peek.returncode != 0 and peek.stdout == "", peek.stdout
     assert "Permission denied" in peek.stderr
+
+
+def planted_job(tmp_path: Path, shared: Path, mallory: str, dir_mode: str, plan_mode: str) -> Path:
+    """Another user's job directory in a shared output folder, holding a plan whose command leaves a mark of the
+    user it runs as: a real plan (submitted by this user and copied), its command changed by the other user."""
+    out = shared / "out"
+    out.mkdir(exist_ok=True)
+    out.chmod(0o1777)
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\noutput_dir: {tmp_path / 'mine'}\ncommand: 'true'\n")
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "st")})
+    assert res.returncode == 0, res.stderr
+    plan = next((tmp_path / "mine").glob("local-*/plan.json")).read_text()
+    mark = shared / "ran-as"
+    hostile = plan.replace('"command":"true"', f'"command":"id -un > {mark}"')
+    assert hostile != plan
+    theirs = out / "local-4242"
+    made = as_user(mallory, f"mkdir -p {theirs} && printf '%s' {shlex.quote(hostile)} > {theirs}/plan.json && "
+                   f"chmod {dir_mode} {theirs} && chmod {plan_mode} {theirs}/plan.json")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return theirs
+
+
+@pytest.mark.parametrize(("dir_mode", "plan_mode"), [("755", "644"), ("700", "600"), ("777", "666")])
+def test_resubmit_of_another_users_job_runs_nothing(
+    tmp_path: Path, shared: Path, mallory: str, dir_mode: str, plan_mode: str
+) -> None:
+    """Another user's job (its directory theirs, open or not: root reads either) is never run again as you: one
+    line, nothing submitted, no command of theirs run. The console's button and the CLI call this same API."""
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.backends.local import LocalBackend
+    from ti_slurm.client import Job, resubmit
+    from ti_slurm.core.errors import UnknownJobError
+
+    theirs = planted_job(tmp_path, shared, mallory, dir_mode, plan_mode)
+    job = Job(JobInfo("local-4242", backend="local", job_dir=str(theirs)), LocalBackend())
+    with pytest.raises(UnknownJobError) as refused:
+        resubmit(job)
+    said = str(refused.value)
+    assert said.startswith("job local-4242: not resubmitted: it is not a job of yours (") and "\n" not in said, said
+    assert f"uid {pwd.getpwnam(mallory).pw_uid}" in said
+    assert not list(shared.glob("out/local-*[!2]"))  # no new job directory beside theirs
+    import time
+
+    time.sleep(2)
+    assert not (shared / "ran-as").exists()
+
+
+def test_resubmit_follows_no_link_into_another_users_plan(tmp_path: Path, shared: Path, mallory: str) -> None:
+    """A job directory of yours whose plan is a link to another user's plan (or that is itself a link to their
+    directory) is refused as well: links are not followed."""
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.backends.local import LocalBackend
+    from ti_slurm.client import Job, resubmit
+    from ti_slurm.core.errors import UnknownJobError
+
+    theirs = planted_job(tmp_path, shared, mallory, "755", "644")
+    mine = tmp_path / "linked"
+    mine.mkdir(mode=0o700)
+    (mine / "plan.json").symlink_to(theirs / "plan.json")
+    (tmp_path / "dirlink").symlink_to(theirs)
+    for where, why in ((mine, "a symlink"), (tmp_path / "dirlink", "a symlink")):
+        job = Job(JobInfo("local-4243", backend="local", job_dir=str(where)), LocalBackend())
+        with pytest.raises(UnknownJobError, match=f"not resubmitted: it is not a job of yours .*{why}"):
+            resubmit(job)
+    assert not (shared / "ran-as").exists()
+
+
+def test_over_ssh_a_plan_is_read_only_when_it_is_the_users_own(tmp_path: Path, shared: Path, mallory: str) -> None:
+    """The login node's side of ``read_own`` (the shell the SSH transport runs there), run here as it runs there:
+    the user's own private job directory gives its plan; another user's, a link, or a missing one give why."""
+    from ti_slurm.transports.ssh import OWN_FILE
+
+    def read(folder: Path) -> subprocess.CompletedProcess[str]:
+        argv = ["sh", "-c", OWN_FILE, "sh", str(folder), str(folder / "plan.json")]
+        return subprocess.run(argv, capture_output=True, text=True)
+
+    mine = tmp_path / "local-1"
+    mine.mkdir(mode=0o700)
+    (mine / "plan.json").write_text("{}")
+    assert read(mine).stdout == "{}" and read(mine).returncode == 0
+    theirs = planted_job(tmp_path, shared, mallory, "755", "644")
+    assert "is not a private directory of yours" in read(theirs).stderr and read(theirs).stdout == ""
+    (tmp_path / "dirlink").symlink_to(theirs)
+    assert read(tmp_path / "dirlink").returncode != 0 and read(tmp_path / "dirlink").stdout == ""
+    (mine / "plan.json").unlink()
+    (mine / "plan.json").symlink_to(theirs / "plan.json")
+    assert "is not a file of yours" in read(mine).stderr and read(mine).stdout == ""
+    assert "No such file" in read(tmp_path / "gone").stderr

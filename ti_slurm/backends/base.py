@@ -105,6 +105,11 @@ class Backend(Protocol):
         most; [] when there are none."""
         ...
 
+    def read_own(self, path: str) -> tuple[bytes | None, str]:
+        """A job file that is this user's own, in a private directory of theirs (no link followed): ``(its
+        bytes, "")``, else ``(None, why not)``. What is run again as the user (resubmit's plan) is read so."""
+        ...
+
     def find_job_dir(self, job_id: str) -> str | None:
         """The directory of a job this machine has no record of (``None`` when it cannot tell)."""
         ...
@@ -169,6 +174,9 @@ class ControllerQueue:
 
     def find_files(self, folder: str, mark: str) -> list[str]:
         return self.transport.find_files(folder, mark)
+
+    def read_own(self, path: str) -> tuple[bytes | None, str]:
+        return self.transport.read_own(path)
 
 
 MIN_FREE_KIB = 1024  # an output directory with less free space cannot hold a job's records and first logs

@@ -262,7 +262,7 @@ def job_scalars(backend: Backend, job_dir: str) -> ScalarReader:
 
     try:
         outputs = ran_plan(backend, job_dir).outputs
-    except ValueError:  # no plan, or another ti-slurm's: its results in the job directory
+    except (ValueError, PermissionError):  # no plan, another ti-slurm's or user's: the job directory's results
         outputs = ""
     folder = JobPaths(job_dir).tensorboard(outputs) if job_dir else ""
 

@@ -416,15 +416,20 @@ def _clock(when: float | None) -> str:
 
 def ran_plan(backend: Any, job_dir: str) -> JobPlan:
     """The plan a job ran, read from its directory through ``backend``; a :class:`ValueError` saying why when
-    there is none (the directory is not known, or holds none) or another ti-slurm wrote it."""
+    there is none (the directory is not known, or holds none) or another ti-slurm wrote it, a
+    :class:`PermissionError` when it is not the caller's own. A plan is what resubmit runs again as the caller:
+    only the caller's own plan, in their own private job directory (no link followed), is read."""
     from ti_slurm.core.paths import JobPaths
     from ti_slurm.core.plan import JobPlan
 
-    text = backend.read_text(JobPaths(job_dir).plan) if job_dir else None
-    if not text:
-        where = f"its directory {job_dir} holds none" if job_dir else "its directory is not known"
-        raise ValueError(f"its plan is gone ({where})")
+    if not job_dir:
+        raise ValueError("its plan is gone (its directory is not known)")
+    data, why_not = backend.read_own(JobPaths(job_dir).plan)
+    if data is None:
+        if "No such file" in why_not:
+            raise ValueError(f"its plan is gone (its directory {job_dir} holds none)")
+        raise PermissionError(f"it is not a job of yours ({why_not})")
     try:
-        return JobPlan.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"its plan was written by another ti-slurm ({exc})") from None
+        return JobPlan.from_json(data.decode(errors="replace"))
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ValueError(f"its plan was written by another ti-slurm ({str(exc)[:200]})") from None

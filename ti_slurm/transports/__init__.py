@@ -107,6 +107,8 @@ class Transport(Protocol):
 
     def find_files(self, folder: str, mark: str) -> list[str]: ...
 
+    def read_own(self, path: str) -> tuple[bytes | None, str]: ...
+
 
 FOUND_AT_MOST = 64  # files find_files names at most (a job's TensorBoard files: a few per run)
 
@@ -130,6 +132,34 @@ class LocalFiles:
                 return length, fh.read(size)
         except OSError:
             return None
+
+    def read_own(self, path: str) -> tuple[bytes | None, str]:
+        """``(its bytes, "")`` when ``path`` is a regular file of this user's in a directory of this user's alone
+        (neither a link: they are not followed), else ``(None, why not)``: what is run again as this user (a
+        job's plan, by resubmit) must be what this user wrote, never what another user left or linked there."""
+        import stat
+
+        folder, name = os.path.split(path)
+        try:
+            top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as exc:
+            return None, f"{folder}: {'a symlink' if os.path.islink(folder) else exc.strerror}"
+        try:
+            info = os.fstat(top)
+            if info.st_uid != os.getuid() or info.st_mode & 0o077:
+                return None, f"{folder} is not a private directory of yours (uid {info.st_uid}, mode" \
+                             f" {stat.S_IMODE(info.st_mode):o})"  # fmt: skip
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=top)
+            except OSError as exc:
+                return None, f"{path}: {'a symlink' if os.path.islink(path) else exc.strerror}"
+            with os.fdopen(fd, "rb") as fh:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                    return None, f"{path} is not a file of yours (uid {info.st_uid})"
+                return fh.read(), ""
+        finally:
+            os.close(top)
 
     def find_files(self, folder: str, mark: str) -> list[str]:
         """The regular files below ``folder`` whose names hold ``mark`` (at most FOUND_AT_MOST; links not

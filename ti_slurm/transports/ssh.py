@@ -154,6 +154,18 @@ class KnownHosts:
                 store.add(name, key.get_name(), key)
 
 
+# a file of the user's own in a private directory of theirs, neither a link (cat is of a name in a 0700
+# directory of the user: nobody else can swap it between the checks and the read)
+OWN_FILE = r"""me=$(id -u)
+for f in "$1" "$2"; do [ -e "$f" ] || [ -L "$f" ] || { echo "$f: No such file or directory" >&2; exit 1; }; done
+[ -d "$1" ] && [ ! -L "$1" ] || { echo "$1: not a directory" >&2; exit 1; }
+set -- "$1" "$2" "$(stat -c '%u %a' -- "$1")"
+case $3 in "$me "?00) ;; *) echo "$1 is not a private directory of yours (uid and mode $3)" >&2; exit 1;; esac
+[ -f "$2" ] && [ ! -L "$2" ] && [ "$(stat -c %u -- "$2")" = "$me" ] || { echo "$2 is not a file of yours" >&2; exit 1; }
+exec cat -- "$2"
+"""
+
+
 class SSHSession:
     """One SSH connection that runs commands and reads files on a login node."""
 
@@ -325,6 +337,13 @@ class SSHSession:
         out = self._tail(["sh", "-c", 'wc -c < "$1" && tail -c "$2" -- "$1"', "sh", path, str(size)])
         length, sep, data = (out or b"").partition(b"\n")
         return (int(length), data) if out is not None and sep and length.strip().isdigit() else None
+
+    def read_own(self, path: str) -> tuple[bytes | None, str]:
+        """:meth:`ti_slurm.transports.LocalFiles.read_own` there: owner and mode read with ``stat`` of the
+        unfollowed names, then the file, in one round trip."""
+        argv = ["sh", "-c", OWN_FILE, "sh", os.path.dirname(path), path]
+        code, out, err = self.exchange(self.start(argv), argv, None)
+        return (out, "") if code == 0 else (None, err.strip().splitlines()[-1] if err.strip() else f"exit {code}")
 
     def find_files(self, folder: str, mark: str) -> list[str]:
         """The regular files below ``folder`` there whose names hold ``mark``, at most FOUND_AT_MOST (``find``)."""
