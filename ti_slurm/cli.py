@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ti_slurm.core.choices import NAMED_BACKENDS
+from ti_slurm.core.choices import CONSOLE_PORT, NAMED_BACKENDS
 from ti_slurm.core.errors import ConfigError, TiSlurmError
 from ti_slurm.job.modes import mode_names
 from ti_slurm.job.platforms import get_platform, platform_names
@@ -89,7 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
     sub.add_parser("schema", help="print the spec's JSON Schema, for editors (> ti-slurm.schema.json)")
     ui = sub.add_parser("ui", help="serve a web console for your jobs (prints its URL with a token)", parents=[remote])
-    ui.add_argument("--port", type=bounded(1024, 65535), default=8642, help="the console's port (8642)")
+    ui.add_argument(
+        "--port", type=bounded(1024, 65535), default=None,
+        help=f"the console's port (default: the first free one from {CONSOLE_PORT})",
+    )  # fmt: skip
     ui.add_argument(
         "--bind", default="127.0.0.1", help="the address it listens on (127.0.0.1: reach it with ssh -L from elsewhere)"
     )
@@ -479,18 +482,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import socket
-
     try:
-        from ti_slurm.ui.app import serve
+        from ti_slurm.ui.app import console_port, serve
     except ImportError as exc:
         raise ConfigError("ui", exc.name, "the console needs its extra: pip install 'ti-slurm[ui]'") from None
-    with socket.socket() as probe:  # a port in use is one line, before anything is printed
-        try:
-            probe.bind((args.bind, args.port))
-        except OSError as exc:
-            raise ConfigError("--port", args.port, f"cannot listen there ({exc.strerror}); pick another") from None
-    serve(args.port, args.host, ssh_options(args) if args.host else None, args.bind)
+    port = console_port(args.bind, args.port)  # a port in use is one line, before anything is printed
+    serve(port, args.host, ssh_options(args) if args.host else None, args.bind)
     return 0
 
 

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,8 +216,6 @@ def test_resubmit_of_another_users_job_runs_nothing(
     assert said.startswith("job local-4242: not resubmitted: it is not a job of yours (") and "\n" not in said, said
     assert f"uid {pwd.getpwnam(mallory).pw_uid}" in said
     assert not list(shared.glob("out/local-*[!2]"))  # no new job directory beside theirs
-    import time
-
     time.sleep(2)
     assert not (shared / "ran-as").exists()
 
@@ -262,3 +261,87 @@ def test_over_ssh_a_plan_is_read_only_when_it_is_the_users_own(tmp_path: Path, s
     (mine / "plan.json").symlink_to(theirs / "plan.json")
     assert "is not a file of yours" in read(mine).stderr and read(mine).stdout == ""
     assert "No such file" in read(tmp_path / "gone").stderr
+
+
+SNOOP = r"""
+import http.server, sys
+class Snoop(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[2], "a") as fh:
+            fh.write(self.headers.get("Cookie", "") + "\n")
+        self.send_response(200); self.end_headers(); self.wfile.write(b"hello")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Snoop).serve_forever()
+"""
+
+
+def test_a_cookie_another_users_server_receives_is_worth_nothing_to_them(
+    tmp_path: Path, shared: Path, mallory: str
+) -> None:
+    """The browser sends a 127.0.0.1 cookie to every port of 127.0.0.1. Another user's server on another port
+    gets this console's cookie when the user's browser (Debian's chromium) visits it, but not the token; and
+    replayed by that user, the cookie reads nothing and cancels nothing: the job runs on."""
+    from tests.browser import browser_page, console_process, free_port, need_browser
+
+    need_browser()
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    (tmp_path / "job.yaml").write_text("name: long-one\nmode: ddp\nnodes: 1\ncommand: sleep 300\n")
+    res = run_cli("submit", "--local", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.split()[0]
+    seen = shared / "seen"
+    theirs = free_port()
+    snoop = subprocess.Popen(["runuser", "-u", mallory, "--", "python3", "-c", SNOOP, str(theirs), str(seen)])
+    try:
+        with console_process(tmp_path, env) as url, browser_page() as page:
+            port, token = url.split(":")[2].split("/")[0], url.split("token=")[1]
+            page.goto(url)
+            page.locator(f'#jobs tr[data-job="{job}"]').wait_for(timeout=10000)
+            for _ in range(50):
+                try:
+                    page.goto(f"http://127.0.0.1:{theirs}/")  # the user visits another server on this machine
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            received = seen.read_text()
+            assert f"ti_slurm_ui_{port}_" in received  # the browser did hand the cookie over ...
+            assert token not in received  # ... but never the token
+            cookie = next(c.strip() for line in received.splitlines() for c in line.split(";") if "ti_slurm_ui_" in c)
+            replay = (
+                "import urllib.request, sys\n"
+                "for method, path in (('GET', '/api/jobs'), ('GET', '/'), ('POST', '/api/job/" + job + "/cancel')):\n"
+                "    ask = urllib.request.Request('http://127.0.0.1:" + port + "' + path, method=method,\n"
+                "                                 headers={'Cookie': sys.argv[1]})\n"
+                "    try:\n"
+                "        print('GOT', urllib.request.urlopen(ask, timeout=10).read()[:300])\n"
+                "    except Exception as exc:\n"
+                "        print('REFUSED', getattr(exc, 'code', exc))\n"
+            )
+            replayed = as_user(mallory, f"python3 -c {shlex.quote(replay)} {shlex.quote(cookie)}")
+            assert replayed.stdout.count("REFUSED 403") == 3 and "GOT" not in replayed.stdout, replayed
+            page.goto(url.split("?")[0])  # the user's own browser still gets the page with the same cookie
+            page.locator(f'#jobs tr[data-job="{job}"]').wait_for(timeout=10000)
+        status = run_cli("status", job, cwd=tmp_path, env=env)
+        assert "RUNNING" in status.stdout, status.stdout + status.stderr
+    finally:
+        snoop.terminate()
+        run_cli("cancel", job, cwd=tmp_path, env=env)
+
+
+def test_two_consoles_in_one_browser_each_keep_their_session(tmp_path: Path) -> None:
+    """Two consoles (say two users' on one login node, or one's own on two ports) in one browser: opening the
+    second does not log the first out, and a cookie of one is no key to the other."""
+    from tests.browser import browser_page, console_process, need_browser
+
+    need_browser()
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    with console_process(tmp_path, env) as first, console_process(tmp_path, env) as second, browser_page() as page:
+        page.goto(first)
+        page.goto(second)
+        for url in (first, second):
+            answer = page.goto(url.split("?")[0] + "api/jobs")
+            assert answer is not None and answer.status == 200, (url, answer and answer.text())
+        cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+        assert len(cookies) == 2 and all(first.split("token=")[1] not in v for v in cookies.values())

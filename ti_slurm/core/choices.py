@@ -16,3 +16,5 @@ NOTIFY_FORMATS = ("json", "slack", "wecom", "dingtalk", "feishu")  # the body a 
 # a [[cluster]]'s name (user config; the spec's `cluster:`, `--cluster`), as in job ids like `gpu:123`; or AUTO
 CLUSTER_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_-]{0,31}"
 AUTO_CLUSTER = "auto"  # the cluster that would start the job first
+
+CONSOLE_PORT = 8642  # `ti-slurm ui`: the first port tried (the next free one when another console holds it)

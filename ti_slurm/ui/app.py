@@ -24,7 +24,7 @@ from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
 from ti_slurm.follow.queue import FOLLOW_MAX
 from ti_slurm.follow.scalars import job_scalars, last_values
 from ti_slurm.ui import pages
-from ti_slurm.ui.guard import Guard
+from ti_slurm.ui.guard import Doorman, Guard
 
 HERE = Path(__file__).parent
 READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
@@ -206,16 +206,74 @@ def make_app(guard: Guard, host: str | None = None, ssh: dict[str, Any] | None =
     )
 
 
+PORTS_TRIED = 50  # the default port and the next ones, for a console of its own when others hold the first
+LOOPBACK_BINDS = ("127.0.0.1", "localhost", "::1")
+
+
+def console_port(bind: str, wanted: int | None) -> int:
+    """The port the console will listen on: ``wanted``, or the first from CONSOLE_PORT that is free. On a
+    loopback bind a port counts as free only when nobody holds it on 127.0.0.1 *or* ::1 (``localhost`` may
+    be either: another user's server there would get the browser's requests); a port of a console just
+    stopped (its connections in TIME_WAIT) is free again at once."""
+    import socket
+
+    from ti_slurm.core.choices import CONSOLE_PORT
+    from ti_slurm.core.errors import ConfigError
+
+    def held(port: int) -> str:
+        addresses = ("127.0.0.1", "::1") if bind in LOOPBACK_BINDS else (bind,)
+        for address in addresses:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            with socket.socket(family) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+                try:
+                    probe.bind((address, port))
+                except OSError as exc:
+                    if exc.errno == 99 and address == "::1":  # no IPv6 here: nobody can hold it
+                        continue
+                    return f"{address}: {exc.strerror}"
+        return ""
+
+    if wanted is not None:
+        why = held(wanted)
+        if why:
+            raise ConfigError("--port", wanted, f"cannot listen there ({why}); pick another")
+        return wanted
+    for port in range(CONSOLE_PORT, CONSOLE_PORT + PORTS_TRIED):
+        if not held(port):
+            return port
+    raise ConfigError("--port", CONSOLE_PORT, f"the {PORTS_TRIED} ports from it are all in use; pick one with --port")
+
+
 def serve(port: int, host: str | None = None, ssh: dict[str, Any] | None = None, bind: str = "127.0.0.1") -> None:
     """Serve the console until interrupted; print its URL (with the token) first."""
+    import socket
     import sys
 
     import uvicorn
 
     guard = Guard(port)
-    if bind not in ("127.0.0.1", "localhost", "::1"):
-        guard.hosts.add(f"{bind}:{port}")
+    if bind not in LOOPBACK_BINDS:
+        # a URL that works from elsewhere: this machine's name (0.0.0.0 and :: are no address to open)
+        name = socket.gethostname() if bind in ("0.0.0.0", "::", "") else bind
+        guard.hosts.update({f"{name}:{port}", f"[{name}]:{port}", f"{bind}:{port}"})
+        guard.public = name
+        print(f"ti-slurm: warning: --bind {bind}: anyone who can reach this machine and has the URL can act on your"
+              " jobs, and plain http is not encrypted; prefer the default (127.0.0.1) with ssh -L", file=sys.stderr)
     print(f"ti-slurm console: {guard.url()}", flush=True)
     print("  (the token is the key: anyone with this URL can act on your jobs; Ctrl-C stops the console)",
           file=sys.stderr, flush=True)  # fmt: skip
-    uvicorn.run(make_app(guard, host, ssh), host=bind, port=port, log_level="warning")
+    more_files()
+    app, protocol = make_app(guard, host, ssh), Doorman(guard).protocol()
+    uvicorn.run(app, host=bind, port=port, log_level="warning", http=protocol, timeout_keep_alive=5)
+
+
+def more_files() -> None:
+    """As many open files as this user may have (a console's connections each hold one; running out makes
+    every accept fail, and asyncio says each failure at length)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 8192 if hard == resource.RLIM_INFINITY else min(hard, 8192)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))

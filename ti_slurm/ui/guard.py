@@ -1,67 +1,267 @@
-"""Who may use the console: the one who holds its token.
+"""Who may use the console: the one who holds its token, from their own account.
 
-``ti-slurm ui`` prints a URL with a fresh secret token (as Jupyter does). The first request that brings it
-gets a cookie (HttpOnly, SameSite=Strict) and is redirected to the same page without it, so the token does
-not stay in the address bar or the history; every later request must bring the cookie. Anything that
-changes a job (a POST) must also bring the page's CSRF token in a header and come from the console's own
-origin. A request for another Host (DNS rebinding) is refused. Another user on the same login node, who can
-reach the port but has neither, gets a 403 and nothing else.
+``ti-slurm ui`` prints a URL with a fresh secret token (as Jupyter does). The first request that brings it is
+given a session and redirected to the same page without the token, so the token stays in the URL the console
+printed: not in the address bar, the history, a cookie, a Referer or a redirect.
+
+A browser sends a ``127.0.0.1`` cookie to every port of ``127.0.0.1``: another user's server on another
+loopback port receives it. So the session cookie is worth nothing off its own console:
+
+- its value is a random session id, not the token, known only to this console process (a restart ends it);
+- its name holds the console's port and a per-process instance id (two consoles in one browser each keep
+  their own; another console never reads it as its own);
+- a session lives :data:`SESSION_IDLE` seconds without use and :data:`SESSION_MOST` at most, and is
+  rotated every :data:`ROTATE` seconds (the old id is good for :data:`GRACE` seconds more, for the requests
+  already under way);
+- and on the loopback address every request must come from a process of this console's own user (root
+  aside): the kernel's socket table says whose the client's socket is, so a cookie (or a token) that
+  leaked to another user is refused when that user replays it.
+
+Anything that changes a job (a POST) must also bring the page's CSRF token in a header and come from the
+console's own origin. A request for another Host (DNS rebinding) is refused. Another user on the same login
+node gets a 403 and nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-COOKIE = "ti_slurm_ui"
 REFUSED = "forbidden: open the URL that ti-slurm ui printed (it holds the console's token)\n"
+NOT_YOURS = "forbidden: this console answers its own user only\n"
+SESSION_IDLE = 1800.0  # seconds a session lives unused (a closed tab: open the printed URL again)
+SESSION_MOST = 12 * 3600.0  # seconds a session lives at most, however used
+ROTATE = 600.0  # seconds after which a session in use is given a new id
+GRACE = 60.0  # seconds a rotated id still works (requests sent before the new cookie came)
+SESSIONS_AT_MOST = 64  # live sessions (browsers, tabs after a restart): the oldest go beyond
+LOOPBACK = ("127.", "::1", "::ffff:127.")
 
 
 class Guard:
-    """The console's token, its CSRF token, and the hosts it answers for."""
+    """The console's token, its sessions, its CSRF token, and the hosts it answers for."""
 
     def __init__(self, port: int, token: str | None = None) -> None:
         self.token = token or secrets.token_urlsafe(32)
         self.csrf = hmac.new(self.token.encode(), b"csrf", hashlib.sha256).hexdigest()
         self.port = port
+        self.cookie = f"ti_slurm_ui_{port}_{secrets.token_hex(4)}"
         self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        # session id -> (when given, when last used, until when it works: a rotated one only for GRACE more)
+        self.sessions: dict[str, tuple[float, float, float]] = {}
+        self.uid = os.getuid()
+        self.peers = PeerOwners()
+        self.public = ""  # the machine's name in the URL when the console listens beyond the loopback address
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}?{urlencode({'token': self.token})}"
+        where = f"[{self.public}]" if ":" in self.public else self.public or "127.0.0.1"
+        return f"http://{where}:{self.port}{path}?{urlencode({'token': self.token})}"
+
+    # -- sessions ---------------------------------------------------------------------------------------------
+    def new_session(self, now: float) -> str:
+        session = secrets.token_urlsafe(32)
+        self.sessions[session] = (now, now, now + SESSION_MOST)
+        while len(self.sessions) > SESSIONS_AT_MOST:
+            del self.sessions[next(iter(self.sessions))]
+        return session
+
+    def session_of(self, request: Request, now: float) -> str | None:
+        """The request's live session, touched; ``None`` when it brings none (or one gone stale)."""
+        session = request.cookies.get(self.cookie, "")
+        held = self.sessions.get(session) if session else None
+        if held is None:
+            return None
+        given, used, until = held
+        if now > until or now - used > SESSION_IDLE:
+            del self.sessions[session]
+            return None
+        self.sessions[session] = (given, now, until)
+        return session
 
     def holds_token(self, request: Request) -> bool:
-        given = request.cookies.get(COOKIE, "") or request.headers.get("authorization", "").removeprefix("token ")
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        """A script's request may bring the token itself in its Authorization header (``token <token>``)."""
+        given = request.headers.get("authorization", "").removeprefix("token ")
+        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
 
+    def set_session(self, response: Response, session: str) -> None:
+        response.set_cookie(self.cookie, session, httponly=True, samesite="strict", path="/", max_age=int(SESSION_MOST))
+
+    # -- the gate ---------------------------------------------------------------------------------------------
     async def __call__(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if request.headers.get("host", "") not in self.hosts:
             return PlainTextResponse("forbidden: unknown host\n", status_code=403)
+        if not self.from_own_user(request):
+            return PlainTextResponse(NOT_YOURS, status_code=403)
+        now = time.monotonic()
         offered = request.query_params.get("token")
         if offered is not None and request.method == "GET":
             if not hmac.compare_digest(offered.encode(), self.token.encode()):
                 return PlainTextResponse(REFUSED, status_code=403)
-            page = RedirectResponse(request.url.path, status_code=303)
-            page.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
+            page = RedirectResponse(same_site_path(request.url.path), status_code=303)
+            self.set_session(page, self.new_session(now))
             return page
-        if not self.holds_token(request):
+        session = self.session_of(request, now)
+        if session is None and not self.holds_token(request):
             return PlainTextResponse(REFUSED, status_code=403)
         if request.method not in ("GET", "HEAD") and not self.same_origin_with_csrf(request):
             return PlainTextResponse("forbidden: a change needs the page's CSRF token\n", status_code=403)
         response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
+        given, used, until = self.sessions.get(session or "", (now, now, now))
+        if now - given > ROTATE and until > now + GRACE:  # in use a while (and not rotated yet): a new id
+            assert session is not None
+            self.sessions[session] = (given, used, min(until, now + GRACE))
+            self.set_session(response, self.new_session(now))
         return response
+
+    def from_own_user(self, request: Request) -> bool:
+        client = request.client
+        return client is None or self.own_peer(client.host, client.port)
+
+    def own_peer(self, host: str, port: int) -> bool:
+        """Whether a client is a process of this console's user (or root): asked of the kernel for a client on
+        the loopback address; a client from elsewhere (``--bind``) is the token's business alone."""
+        if not host.startswith(LOOPBACK):
+            return True
+        return self.peers.owner(port, self.port) in (self.uid, 0)
 
     def same_origin_with_csrf(self, request: Request) -> bool:
         origin = request.headers.get("origin", "")
         if origin and origin.removeprefix("http://") not in self.hosts:
             return False
         return hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), self.csrf.encode())
+
+
+CONNECTIONS_AT_MOST = 256  # open connections at once (a browser keeps about six per tab)
+WHOLE_REQUEST_WITHIN = 10.0  # seconds a connection has to send a whole request (a slow or half-open one: closed)
+
+
+class Doorman:
+    """The connections the console takes: from another user on the loopback address, none (closed as they
+    come, before a byte is read); from anyone, at most CONNECTIONS_AT_MOST at once; and each must bring a whole
+    request within WHOLE_REQUEST_WITHIN seconds. Each kind of refusal is said once, as one line."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.open = 0
+        self.said: set[str] = set()
+
+    def admit(self, peer: object) -> str:
+        """Why a new connection is refused ("" to take it)."""
+        if isinstance(peer, tuple) and len(peer) >= 2 and not self.guard.own_peer(str(peer[0]), int(peer[1])):
+            return "connections from another user's processes"  # (a cookie or token that leaked is no use)
+        if self.open >= CONNECTIONS_AT_MOST:
+            return f"connections beyond {CONNECTIONS_AT_MOST} at once"
+        return ""
+
+    def refused(self, kind: str) -> None:
+        if kind not in self.said:
+            self.said.add(kind)
+            import sys
+
+            print(f"ti-slurm console: refusing {kind} (said once)", file=sys.stderr, flush=True)
+
+    def protocol(self) -> type:
+        """uvicorn's HTTP protocol, behind this doorman."""
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        doorman = self
+
+        class Guarded(H11Protocol):
+            deadline: Any = None
+            counted = False
+
+            def connection_made(self, transport: Any) -> None:
+                super().connection_made(transport)
+                why = doorman.admit(transport.get_extra_info("peername"))
+                if why:  # said in a fixed answer (nothing of the request is read), then closed
+                    doorman.refused(why)
+                    text = f"forbidden: this console takes no {why}\n".encode()
+                    transport.write(b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+                                    b"content-length: %d\r\n\r\n%s" % (len(text), text))  # fmt: skip
+                    transport.close()
+                    return
+                doorman.open += 1
+                self.counted = True
+                self.deadline = self.loop.call_later(WHOLE_REQUEST_WITHIN, self.too_slow)
+
+            def too_slow(self) -> None:
+                if self.cycle is None and not self.transport.is_closing():  # no whole request yet
+                    doorman.refused(f"connections that send no whole request within {WHOLE_REQUEST_WITHIN:g} s")
+                    self.transport.abort()
+
+            def handle_events(self) -> None:
+                super().handle_events()
+                if self.cycle is not None and getattr(self, "deadline", None) is not None:
+                    self.deadline.cancel()
+                    self.deadline = None
+
+            def on_response_complete(self) -> None:
+                super().on_response_complete()
+                if not self.transport.is_closing():  # the next request on this connection: its own deadline
+                    self.deadline = self.loop.call_later(WHOLE_REQUEST_WITHIN, self.too_slow)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                if getattr(self, "counted", False):
+                    doorman.open -= 1
+                    self.counted = False
+                if getattr(self, "deadline", None) is not None:
+                    self.deadline.cancel()
+                super().connection_lost(exc)
+
+        return Guarded
+
+
+def same_site_path(path: str) -> str:
+    """``path`` as a path of this site: ``//evil.example/`` would be read by the browser as another host."""
+    return "/" + path.lstrip("/\\")
+
+
+class PeerOwners:
+    """Who owns the client end of a loopback TCP connection: the uid in the kernel's socket table
+    (``/proc/net/tcp``, ``tcp6``) of the socket whose local port is the client's and whose remote port is the
+    console's. Remembered a few seconds per client port (a connection's requests ask once)."""
+
+    KEPT = 5.0
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[float, int | None]] = {}
+
+    def owner(self, client_port: int, server_port: int) -> int | None:
+        now = time.monotonic()
+        held = self.known.get(client_port)
+        if held is not None and now - held[0] < self.KEPT:
+            return held[1]
+        owner = socket_owner(client_port, server_port)
+        if len(self.known) > 4096:
+            self.known.clear()
+        self.known[client_port] = (now, owner)
+        return owner
+
+
+def socket_owner(local_port: int, remote_port: int) -> int | None:
+    """The uid owning the TCP socket from ``local_port`` to ``remote_port`` (any loopback address), or ``None``
+    when the kernel's table has none."""
+    want = (f":{local_port:04X}", f":{remote_port:04X}")
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                next(fh, None)
+                for line in fh:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[1].endswith(want[0]) and fields[2].endswith(want[1]):
+                        return int(fields[7])
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 SECURITY_HEADERS = {
