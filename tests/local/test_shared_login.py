@@ -345,3 +345,69 @@ def test_two_consoles_in_one_browser_each_keep_their_session(tmp_path: Path) -> 
             assert answer is not None and answer.status == 200, (url, answer and answer.text())
         cookies = {c["name"]: c["value"] for c in page.context.cookies()}
         assert len(cookies) == 2 and all(first.split("token=")[1] not in v for v in cookies.values())
+
+
+FLOOD = r"""
+import socket, sys, time
+port, count = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for _ in range(count):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port)  # never ends its headers
+        held.append(s)
+    except OSError:
+        pass
+print("opened", len(held), flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_another_users_flood_of_half_open_connections_leaves_the_console_answering(
+    tmp_path: Path, mallory: str
+) -> None:
+    """About a thousand half-open connections from another user: the console goes on answering its user at
+    once, and says each kind of refusal in one line (not a traceback per connection)."""
+    import resource
+    import urllib.request
+
+    from tests.browser import free_port
+
+    pytest.importorskip("starlette", reason="the console's extra: pip install 'ti-slurm[ui]'")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    port = free_port()
+    err = (tmp_path / "console.err").open("w")
+    console = subprocess.Popen(
+        ["ti-slurm", "ui", "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=err, text=True
+    )
+    try:
+        assert console.stdout is not None
+        url = console.stdout.readline().split()[-1]
+        token = url.split("token=")[1]
+        ask = urllib.request.Request(f"http://127.0.0.1:{port}/api/jobs", headers={"Authorization": f"token {token}"})
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(ask, timeout=5)
+                break
+            except OSError:
+                time.sleep(0.1)
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        flood = subprocess.Popen(
+            ["runuser", "-u", mallory, "--", "sh", "-c", f"ulimit -n {min(limit, 4096)}; exec python3 -c "
+             f"{shlex.quote(FLOOD)} {port} 1100 20"], stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert flood.stdout is not None
+        opened = flood.stdout.readline()
+        started = time.monotonic()
+        answer = urllib.request.urlopen(ask, timeout=10)
+        assert answer.status == 200 and time.monotonic() - started < 3, opened
+        flood.kill()
+        flood.wait()
+    finally:
+        console.terminate()
+        console.wait(timeout=10)
+        err.close()
+    said = (tmp_path / "console.err").read_text()
+    assert "Traceback" not in said and len(said) < 2000, said[:2000]
+    assert "refusing connections from another user's processes (said once)" in said

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from ti_slurm.ui import guard as gate
-from ti_slurm.ui.guard import Guard, socket_owner
+from ti_slurm.ui.guard import Guard, socket_owner, table_owner
 
 
 def ask(guard: Guard, path: str = "/api/jobs", query: str = "", cookie: str = "") -> Response:
@@ -83,8 +83,9 @@ def test_the_kernel_says_whose_a_loopback_client_is() -> None:
         with socket.create_connection(server.getsockname()) as client:
             accepted, _ = server.accept()
             with accepted:
-                assert socket_owner(client.getsockname()[1], server.getsockname()[1]) == os.getuid()
-    assert socket_owner(1, 2) is None
+                assert socket_owner(client.getsockname(), server.getsockname()) == os.getuid()
+                assert table_owner(client.getsockname()[1], server.getsockname()[1]) == os.getuid()  # the fallback
+    assert socket_owner(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
 
 
 def test_the_console_takes_a_port_nobody_holds_on_either_loopback_address() -> None:

@@ -126,12 +126,13 @@ class Guard:
         client = request.client
         return client is None or self.own_peer(client.host, client.port)
 
-    def own_peer(self, host: str, port: int) -> bool:
+    def own_peer(self, host: str, port: int, server: str = "") -> bool:
         """Whether a client is a process of this console's user (or root): asked of the kernel for a client on
         the loopback address; a client from elsewhere (``--bind``) is the token's business alone."""
         if not host.startswith(LOOPBACK):
             return True
-        return self.peers.owner(port, self.port) in (self.uid, 0)
+        server = server or ("::1" if ":" in host else "127.0.0.1")
+        return self.peers.owner((host, port), (server, self.port)) in (self.uid, 0)
 
     def same_origin_with_csrf(self, request: Request) -> bool:
         origin = request.headers.get("origin", "")
@@ -226,30 +227,61 @@ def same_site_path(path: str) -> str:
 
 
 class PeerOwners:
-    """Who owns the client end of a loopback TCP connection: the uid in the kernel's socket table
-    (``/proc/net/tcp``, ``tcp6``) of the socket whose local port is the client's and whose remote port is the
-    console's. Remembered a few seconds per client port (a connection's requests ask once)."""
+    """Who owns the client end of a loopback TCP connection, as the kernel says (:func:`socket_owner`);
+    remembered a few seconds per client port (a connection's requests ask once)."""
 
     KEPT = 5.0
 
     def __init__(self) -> None:
         self.known: dict[int, tuple[float, int | None]] = {}
 
-    def owner(self, client_port: int, server_port: int) -> int | None:
+    def owner(self, client: tuple[str, int], server: tuple[str, int]) -> int | None:
         now = time.monotonic()
-        held = self.known.get(client_port)
+        held = self.known.get(client[1])
         if held is not None and now - held[0] < self.KEPT:
             return held[1]
-        owner = socket_owner(client_port, server_port)
+        owner = socket_owner(client, server)
         if len(self.known) > 4096:
             self.known.clear()
-        self.known[client_port] = (now, owner)
+        self.known[client[1]] = (now, owner)
         return owner
 
 
-def socket_owner(local_port: int, remote_port: int) -> int | None:
-    """The uid owning the TCP socket from ``local_port`` to ``remote_port`` (any loopback address), or ``None``
-    when the kernel's table has none."""
+def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid owning the TCP socket at ``client`` connected to ``server`` (both on this machine), or ``None``
+    when the kernel knows none: one ``sock_diag`` question for that very socket (what ``ss`` asks), else a
+    look through ``/proc/net/tcp`` where netlink is not to be had."""
+    try:
+        return diag_owner(client, server)
+    except OSError:
+        return table_owner(client[1], server[1])
+
+
+def diag_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    import socket
+    import struct
+
+    family = socket.AF_INET6 if ":" in client[0] else socket.AF_INET
+    src, dst = (socket.inet_pton(family, host).ljust(16, b"\0") for host in (client[0], server[0]))
+    # inet_diag_req_v2: family, protocol, ext, pad, states; inet_diag_sockid: sport, dport (big-endian), src,
+    # dst, interface, cookie (none: 0xffffffff twice)
+    request = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, 0xFFFFFFFF)
+    request += struct.pack(">HH", client[1], server[1]) + src + dst + struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)
+    header = struct.pack("=IHHII", 16 + len(request), 20, 1, 1, 0)  # SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as diag:  # NETLINK_SOCK_DIAG
+        diag.settimeout(1.0)
+        diag.send(header + request)
+        answer = diag.recv(8192)
+    length, kind = struct.unpack_from("=IH", answer)
+    if kind == 2:  # NLMSG_ERROR: no such socket (ENOENT), or the question is not understood
+        error = -struct.unpack_from("=i", answer, 16)[0]
+        if error == 2:
+            return None
+        raise OSError(error, "sock_diag refused the question")
+    return int(struct.unpack_from("=I", answer, 16 + 64)[0]) if length >= 16 + 72 else None  # idiag_uid
+
+
+def table_owner(local_port: int, remote_port: int) -> int | None:
     want = (f":{local_port:04X}", f":{remote_port:04X}")
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
