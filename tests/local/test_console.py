@@ -235,3 +235,25 @@ def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str,
     loss.click()  # by loss, largest first
     expect(rows.nth(0).locator("td").nth(1)).to_have_text("0.3")
     shot(page, "sweep", folder)
+
+
+def test_a_nan_or_inf_loss_is_shown_not_a_blank_page(console: tuple[str, dict[str, str], Path], page: Page) -> None:
+    """A training whose loss became NaN or Inf: the sweep's page and the point's page show those values (the
+    chart draws the finite ones), where they were a 500 and a blank page."""
+    url, env, folder = console
+    pytest.importorskip("torch.utils.tensorboard")
+    (folder / "scalars.py").write_text(SCALARS)
+    command = f"python3 {folder / 'scalars.py'} {{lr}} 2 0"  # 10 * lr / (step + 1): nan, inf, or a number
+    (folder / "job.yaml").write_text(f"name: diverged\nmode: ddp\nnodes: 1\ncommand: '{command}'\n")
+    res = run_cli("sweep", "job.yaml", "--local", "--param", "lr=nan,inf,0.2", "--wait", cwd=folder, env=env)
+    sweep = res.stdout.strip()
+    assert res.returncode == 0 and sweep.startswith("sweep-"), res.stderr
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"sweep/{sweep}")
+    rows = page.locator("#points tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#points td.scalar")).to_have_text(["NaN", "Infinity", "1.000"], timeout=20000)
+    point = rows.nth(0).locator("a")
+    point.click()
+    expect(page.locator("#scalars figcaption")).to_have_text("train/loss (last: NaN at step 1)", timeout=20000)
+    expect(page.locator("#state")).to_have_text("COMPLETED")

@@ -33,6 +33,28 @@ ENDED_AT_MOST = 4096  # sweep points whose end the console remembers
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
+class ScalarJSON(JSONResponse):
+    """JSON whose non-finite numbers (a training's NaN or Inf loss) are the strings "NaN", "Infinity" and
+    "-Infinity": JSON has no such numbers, and a page must show them, not fail."""
+
+    def render(self, content: Any) -> bytes:
+        import json
+
+        return json.dumps(finite(content), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def finite(value: Any) -> Any:
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 def kept(held: dict[str, Any], key: str, make: Callable[[], Any], most: int) -> Any:
     """``held[key]`` (made by ``make`` the first time), now the most recently used; the least recently used go
     beyond ``most``."""
@@ -117,7 +139,7 @@ class Console:
             if p.status.state.is_terminal:
                 final = (p.status, values)
                 kept(self.ended, job.id, lambda: final, ENDED_AT_MOST)  # noqa: B023 (called at once)
-        return JSONResponse(pages.sweep_rows(status, last))
+        return ScalarJSON(pages.sweep_rows(status, last))
 
     def jobs_json(self, request: Request) -> Response:
         from ti_slurm.client import jobs
@@ -135,7 +157,7 @@ class Console:
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
         data["scalars"] = self.scalars(job)
-        return JSONResponse(data)
+        return ScalarJSON(data)
 
     def log_json(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])

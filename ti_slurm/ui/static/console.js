@@ -104,6 +104,10 @@ function drawChart(svg, lines, unitMax, opts = {}) {
   });
 }
 
+// a training scalar: a number, or "NaN", "Infinity", "-Infinity" (JSON has no such numbers); shown as such
+function scalarValue(v) { return typeof v === "number" ? v : Number(v); }
+function scalarText(v) { const n = scalarValue(v); return Number.isFinite(n) ? n.toPrecision(4) : String(n); }
+
 // the training's own scalars (TensorBoard event files in TI_SLURM_TENSORBOARD_DIR): a chart per tag
 const SCALAR_CHARTS = 12;
 function drawScalars(scalars) {
@@ -117,9 +121,10 @@ function drawScalars(scalars) {
     svg.setAttribute("class", "chart scalar");
     svg.dataset.tag = tag;
     const points = scalars[tag];
-    const last = points.length ? ` (last: ${points[points.length - 1][1].toPrecision(4)} at step ${points[points.length - 1][0]})` : "";
+    const last = points.length ? ` (last: ${scalarText(points[points.length - 1][1])} at step ${points[points.length - 1][0]})` : "";
     figure.append(el("figcaption", `${tag}${last}`), svg);
-    drawChart(svg, [{ label: tag, points }], 0, { steps: true, empty: "no points yet" });
+    const drawn = points.filter((p) => Number.isFinite(scalarValue(p[1])));  // a NaN or Inf is said, not drawn
+    drawChart(svg, [{ label: tag, points: drawn }], 0, { steps: true, empty: "no points yet" });
     return figure;
   }));
 }
@@ -284,7 +289,7 @@ async function refreshSweep() {
   const names = [...new Set(data.points.flatMap((p) => Object.keys(p.params)))];
   const tags = [...new Set(data.points.flatMap((p) => Object.keys(p.scalars || {})))].sort().slice(0, 6);
   const columns = [["point", (p) => p.index], ...names.map((n) => [n, (p) => p.params[n]]),
-    ["state", (p) => p.state], ["run time", (p) => p.run], ...tags.map((t) => [t, (p) => (p.scalars || {})[t] ?? null]),
+    ["state", (p) => p.state], ["run time", (p) => p.run], ...tags.map((t) => [t, (p) => { const v = (p.scalars || {})[t]; return v === undefined ? null : scalarValue(v); }]),
     ["reason", (p) => p.reason]];
   const head = document.querySelector("#points thead tr");
   head.replaceChildren(...columns.map(([label], i) => {
@@ -304,7 +309,7 @@ async function refreshSweep() {
     link.href = `/job/${encodeURIComponent(p.id)}`;
     const first = el("td");
     first.append(link);
-    const scalarCells = tags.map((t) => { const v = (p.scalars || {})[t]; return el("td", v === undefined ? "" : v.toPrecision(4), "scalar"); });
+    const scalarCells = tags.map((t) => { const v = (p.scalars || {})[t]; return el("td", v === undefined ? "" : scalarText(v), "scalar"); });
     tr.append(first, ...names.map((n) => el("td", p.params[n])), el("td", p.state, `state ${p.state}`), el("td", seconds(p.run)), ...scalarCells, el("td", p.reason));
     return tr;
   }));
