@@ -134,3 +134,33 @@ def test_ascend_npus_are_read_from_npu_smi_and_summed_up_as_npus(
     assert lines[1:] == ["  warning: NPU 5 on npu07 averaged 2%"]
     assert "npu4: 87% 40.3 GiB/64.0 GiB" in top_table([usage])
     assert UsageSampler(str(path), "n", 1, 0, {"ASCEND_RT_VISIBLE_DEVICES": "4,5"}).readers == []  # no NPUs asked
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        b"| 4     910B  | OK | 93.1 44 \xff\xfe |\n| 0 | 0000:82:00.0 | 87 0 / 0 41250 / 65536 |\n",  # not UTF-8
+        "| 4     910B  | OK | 93.1 44 |\n| 0 | 0000:82:00.0 | 8\u00b2 0 / 0 4\u00b2 / 65536 |\n".encode(),  # a ²
+        "4, 8\u00b2, 1024, 2048\n0, 50, 1024, \xff\n".encode("latin-1"),  # nvidia-smi's CSV, damaged
+    ],
+)
+def test_a_usage_tool_printing_garbage_loses_a_sample_never_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: bytes
+) -> None:
+    """``npu-smi`` or ``nvidia-smi`` output that is not UTF-8, or holds a ``²`` (a digit to Python, not to
+    ``int``): the sampler goes on and writes its record; the node's command (and the training) goes on."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "out").write_bytes(output)
+    for tool in ("npu-smi", "nvidia-smi"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\ncat {bin_dir / 'out'}\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    path = tmp_path / "worker-0.usage.json"
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "4", "CUDA_VISIBLE_DEVICES": "4"}
+    sampler = UsageSampler(str(path), "npu07", 16, 1, env, npus=1)
+    assert len(sampler.readers) == 2
+    sampler.sample([os.getpid()])
+    sampler.finish()
+    data = json.loads(path.read_text())
+    assert data["samples"] == 2 and data["node"] == "npu07"  # what could be read is kept, the rest lost

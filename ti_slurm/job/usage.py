@@ -50,13 +50,19 @@ def bound_gpus(env: Mapping[str, str]) -> list[str]:
     return [g for g in visible.split(",") if g.strip().isdigit()] if visible else []
 
 
+def is_number(text: str) -> bool:
+    """A reading as the tools print it: ASCII digits with at most one dot (``²`` is a digit to Python, not to
+    ``int``)."""
+    return text.isascii() and text.replace(".", "", 1).isdigit()
+
+
 def parse_smi(text: str) -> dict[str, tuple[float, int, int]]:
     """``nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits``:
     index -> (utilization %, memory used and total in bytes)."""
     out = {}
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4 and all(p.replace(".", "", 1).isdigit() for p in parts):
+        if len(parts) == 4 and all(is_number(p) for p in parts):
             out[parts[0]] = (float(parts[1]), int(float(parts[2])) << 20, int(float(parts[3])) << 20)
     return out
 
@@ -97,10 +103,10 @@ def smi_reader(indices: list[str]) -> Callable[[], dict[str, tuple[float, int, i
 
         query = ["--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
         try:
-            res = subprocess.run([smi, *query], capture_output=True, text=True, timeout=10, check=False)
+            res = subprocess.run([smi, *query], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return {}
-        found = parse_smi(res.stdout)
+        found = parse_smi(res.stdout.decode(errors="replace"))
         return {i: found[i] for i in indices if i in found}
 
     return read
@@ -126,12 +132,14 @@ def parse_npu_smi(text: str) -> dict[str, tuple[float, int, int]]:
         if len(cells) != 3 or not cells[0] or not cells[0].split()[0].isdigit():
             continue
         words = cells[2].replace("/", " / ").split()
+        if not cells[0].split()[0].isascii():
+            continue
         if not npu:  # an NPU's row: its id, its name, health, power, temperature
             npu = cells[0].split()[0]
             continue
         pairs = [(words[k - 1], words[k + 1]) for k, w in enumerate(words) if w == "/" and 0 < k < len(words) - 1]
-        numbers = [(u, t) for u, t in pairs if u.isdigit() and t.isdigit()]
-        if words and words[0].replace(".", "", 1).isdigit() and numbers:
+        numbers = [(u, t) for u, t in pairs if u.isascii() and u.isdigit() and t.isascii() and t.isdigit()]
+        if words and is_number(words[0]) and numbers:
             used, total = numbers[-1]
             out[npu] = (float(words[0]), int(used) << 20, int(total) << 20)
         npu = ""
@@ -160,10 +168,10 @@ def npu_reader(indices: list[str]) -> Callable[[], dict[str, tuple[float, int, i
         import subprocess
 
         try:
-            res = subprocess.run([smi, "info"], capture_output=True, text=True, timeout=10, check=False)
+            res = subprocess.run([smi, "info"], capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return {}
-        found = parse_npu_smi(res.stdout)
+        found = parse_npu_smi(res.stdout.decode(errors="replace"))
         return {f"npu{i}": found[i] for i in indices if i in found}
 
     return read
@@ -234,7 +242,11 @@ class UsageSampler:
             if time.monotonic() < self.next_read[k]:
                 continue
             self.next_read[k] = time.monotonic() + every
-            for index, (util, used, total) in read().items():
+            try:
+                readings = read()
+            except Exception:  # a sampler may lose a sample, never the job
+                continue
+            for index, (util, used, total) in readings.items():
                 gpu = self.gpus.setdefault(index, {"util_sum": 0.0, "readings": 0, "peak_mem": 0})
                 gpu.update(util=util, mem=used, mem_total=total, peak_mem=max(gpu["peak_mem"], used))
                 gpu["util_sum"] += util
