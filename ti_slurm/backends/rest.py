@@ -18,6 +18,8 @@ filesystem as the Slurm backend reads them.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import http.client
 import json
 import os
@@ -25,14 +27,14 @@ import re
 import shlex
 import socket
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, make_output_dir
 from ti_slurm.backends.slurm import add_queue_entry
 from ti_slurm.core.environ import job_environment
-from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
+from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError, TiSlurmError
 from ti_slurm.core.files import open_regular
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.paths import JobPaths
@@ -240,6 +242,9 @@ class RestClient:
         if status >= 400:  # (a 2xx answer may carry notes as errors: a held job's "pending scheduler release")
             said = without_tokens(rest.error_text(payload), self.tokens.token) if isinstance(payload, dict) else ""
             raise BackendError(f"slurmrestd {method} {path} failed: {said or f'HTTP {status}'}")
+        if not isinstance(payload, dict):
+            raise BackendError(f"slurmrestd at {self.url} answered {method} {path} with a JSON"
+                               f" {type(payload).__name__}, not an object: is it slurmrestd?")
         return payload
 
     def send(self, method: str, path: str, body: Mapping[str, Any] | None, auth: bool) -> tuple[int, Any]:
@@ -251,21 +256,75 @@ class RestClient:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         conn = self.connection()
+        late: Deadline | None = None
         try:
+            conn.connect()
+            late = Deadline(conn.sock, ANSWER_WITHIN)  # a server that drips its answer is cut off, however it drips
             conn.request(method, self.parts.path + path if self.parts.scheme != "unix" else path, data, headers)
             answer = conn.getresponse()
-            raw = answer.read()
-        except (http.client.RemoteDisconnected, ConnectionResetError):
-            return DROPPED, {}
+            raw = read_capped(answer, ANSWER_BYTES_AT_MOST)
+            if late.passed:  # cut off: what was read is not the whole answer
+                raise OSError("cut off")
+        except AnswerTooLarge:
+            raise BackendError(f"slurmrestd at {self.url} answered {method} {path} with more than"
+                               f" {ANSWER_BYTES_AT_MOST >> 20} MiB: not read") from None
         except (OSError, http.client.HTTPException) as exc:
+            if late is not None and late.passed:
+                raise BackendError(f"slurmrestd at {self.url} did not answer within {ANSWER_WITHIN:g} s") from None
+            if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError):
+                return DROPPED, {}
             said = without_tokens(str(exc), self.tokens.token)
             raise BackendError(f"slurmrestd at {self.url} does not answer: {said}") from None
         finally:
+            if late is not None:
+                late.cancel()
             conn.close()
         try:
             return answer.status, json.loads(raw) if raw.strip() else {}
         except ValueError:
             return answer.status, {"errors": [{"description": raw[:200].decode(errors="replace").strip()}]}
+
+
+ANSWER_WITHIN = 60.0  # seconds a whole request may take (each read: TIMEOUT)
+ANSWER_BYTES_AT_MOST = 512 << 20  # an answer larger than this is not read (a 100,000-job queue is ~100 MiB)
+
+
+class AnswerTooLarge(Exception):
+    pass
+
+
+def read_capped(answer: http.client.HTTPResponse, cap: int) -> bytes:
+    """The answer's body, refused (:class:`AnswerTooLarge`) as soon as it says or shows itself over ``cap``."""
+    length = answer.getheader("content-length")
+    if length and length.isdigit() and int(length) > cap:
+        raise AnswerTooLarge
+    chunks, size = [], 0
+    while chunk := answer.read(1 << 20):
+        size += len(chunk)
+        if size > cap:
+            raise AnswerTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Deadline:
+    """Shut a connection's socket once ``seconds`` have passed: every read then ends at once."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        import threading
+
+        self.sock, self.passed = sock, False
+        self.timer = threading.Timer(seconds, self.cut)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cut(self) -> None:
+        self.passed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self.timer.cancel()
 
 
 REFUSED_WORDS = ("auth", "token", "credential", "zero bytes were transmitted")
@@ -284,6 +343,27 @@ def refused_token(status: int, payload: Any) -> bool:
         return True
     said = rest.error_text(payload).lower() if isinstance(payload, dict) else ""
     return status == 500 and any(word in said for word in REFUSED_WORDS)
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def read_answers(method: Method) -> Method:
+    """A method that reads slurmrestd's answers: an answer of another shape than the API's (a list where a
+    list of jobs should be objects, a number for a name) is one line naming the server, never a traceback."""
+
+    @functools.wraps(method)
+    def reading(self: RestBackend, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            if isinstance(exc, TiSlurmError):
+                raise
+            raise BackendError(f"slurmrestd at {self.client.url} answered in a shape ti-slurm does not know"
+                               f" ({type(exc).__name__}: {without_tokens(str(exc))[:120]}): is it slurmrestd"
+                               f" {', '.join(rest.KNOWN)}?") from None
+
+    return reading  # type: ignore[return-value]
 
 
 class RestBackend(ControllerQueue, SubmitsInOneStep):
@@ -318,6 +398,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         self._version = found or self.ask_version()
         return self._version
 
+    @read_answers
     def ask_version(self) -> str:
         served: list[str] = []
         failures: list[BackendError] = []
@@ -346,6 +427,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         return rest.dialect_of(self.version())
 
     # -- submit -----------------------------------------------------------------------------------------------
+    @read_answers
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         body = rest.submit_body(plan, script, job_environment(os.environ), self.dialect)
         if check_fit:
@@ -374,11 +456,13 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
 
         return shared_text(self.partitions_key(), PARTITIONS_MAX_AGE, None)
 
+    @read_answers
     def sinfo(self) -> str:
         partitions = self.client.request("GET", self.api("partitions"))
         nodes = self.client.request("GET", self.api("nodes"))
         return rest.partitions_text(partitions.get("partitions", []), nodes.get("nodes", []), self.dialect)
 
+    @read_answers
     def idle_nodes(self) -> dict[str, int]:
         """Idle nodes per partition (for ``clusters`` and ``--cluster auto``)."""
         nodes = self.client.request("GET", self.api("nodes")).get("nodes", [])
@@ -389,6 +473,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             out[str(part.get("name"))] = len(idle.intersection(expand(names) if names else []))
         return out
 
+    @read_answers
     def pending_nodes(self) -> dict[str, int]:
         """Nodes that pending jobs (anyone's) ask for, per partition: a job just submitted waits a moment before
         the controller shows its nodes allocated, so idle nodes are only free once those are counted."""
@@ -408,6 +493,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         answer = self.client.request("GET", self.api("jobs"))
         return [j for j in answer.get("jobs", []) if j.get("user_name") == self.client.user]
 
+    @read_answers
     def user_queue(self) -> dict[str, JobInfo]:
         out: dict[str, JobInfo] = {}
         read = self.dialect.read_number
@@ -427,6 +513,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
                                 self.dialect.state(job), str(job.get("state_reason", "")))
         return out
 
+    @read_answers
     def find_by_comment(self, comment: str) -> str | None:
         for job in self.load_jobs():
             state = JobState.from_slurm(self.dialect.state(job))
@@ -434,6 +521,7 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
                 return str(self.dialect.read_number(job.get("het_job_id")) or job["job_id"])
         return None
 
+    @read_answers
     def find_job_dir(self, job_id: str) -> str | None:
         try:
             answer = self.client.request("GET", self.api(f"job/{job_id}"))
