@@ -208,3 +208,24 @@ def test_a_job_at_its_time_limit_saves_and_is_requeued_through_slurmrestd(
     assert 5 <= saved - started <= 30, first_log  # about 60 - 45 s in: not Slurm's kill at the limit
     assert job.logs() == "resumed\n"
     assert no_slurm.called() == []
+
+
+def test_a_job_from_a_host_without_slurm_finds_slurms_commands_on_its_nodes(tmp_path: Path) -> None:
+    """The case REST is for: the client has no Slurm command at all (its PATH: a shell's tools and Python), and
+    the job runs with that PATH; its supervisor finds ``srun`` on the node (the site config's slurm_bin_dir)
+    and the job completes, where it failed with ``FileNotFoundError: ... 'srun'``."""
+    import sys
+
+    tools = tmp_path / "client-tools"
+    tools.mkdir()
+    for name in ("sh", "bash", "mkdir", "stat", "grep", "mv", "cat", "date", "id", "env", "dirname", "hostname"):
+        real = shutil.which(name)
+        assert real, name
+        (tools / name).symlink_to(real)
+    path = f"{tools}:{Path(sys.executable).parent}"
+    assert shutil.which("srun", path=path) is None and shutil.which("sbatch", path=path) is None
+    env = {"PATH": path, "SLURM_JWT": new_token(), "TI_SLURM_CONFIG": rest_site(tmp_path)}
+    job = Job(tmp_path, "mode: ddp\nnodes: 2\ncommand: 'echo ran on $(hostname)'", env=env)
+    assert job.result.returncode == 0, job.result.stderr + job.explain()
+    assert job.status()["state"] == "COMPLETED", job.explain()
+    assert job.logs().count("ran on") == 2

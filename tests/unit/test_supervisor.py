@@ -187,3 +187,31 @@ def test_an_attempt_that_ends_first_records_what_started(tmp_path: Path) -> None
     (tmp_path / "ddp.1.started").write_text("5.0 6.0\n")
     notes.note(now=True)
     assert said == [("running", {"steps": [5.0, 5.0], "commands": [6.0, 6.0], "last": "ddp-1", "all": False})]
+
+
+def test_slurms_commands_are_found_on_the_node_whatever_the_submitting_hosts_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job from slurmrestd brings its client's PATH (a host without Slurm): the supervisor finds ``srun`` in
+    the site config's ``slurm_bin_dir`` (else the usual folders) and puts it first on PATH, or says in one line
+    what to set."""
+    from ti_slurm.job.supervisor import USUAL_SLURM_DIRS, find_slurm_commands
+
+    slurm_bin = tmp_path / "slurm" / "bin"
+    slurm_bin.mkdir(parents=True)
+    (slurm_bin / "srun").write_text("#!/bin/sh\n")
+    (slurm_bin / "srun").chmod(0o755)
+    site = tmp_path / "site.toml"
+    site.write_text(f'slurm_bin_dir = "{slurm_bin}"\n')
+    monkeypatch.setenv("TI_SLURM_CONFIG", str(site))
+    environ = {"PATH": "/laptop/bin"}
+    assert find_slurm_commands(environ) == ""
+    assert environ["PATH"] == f"{slurm_bin}:/laptop/bin"
+    assert find_slurm_commands(environ) == "" and environ["PATH"] == f"{slurm_bin}:/laptop/bin"  # found: as it is
+    site.write_text(f'slurm_bin_dir = "{tmp_path / "nowhere"}"\n')
+    monkeypatch.setattr("ti_slurm.job.supervisor.USUAL_SLURM_DIRS", (str(tmp_path / "usual"),))
+    environ = {"PATH": "/laptop/bin"}
+    said = find_slurm_commands(environ)
+    assert said.startswith("srun is not on this node's PATH ('/laptop/bin', the submitting host's) nor in ")
+    assert said.endswith("set slurm_bin_dir in the site config to the folder of Slurm's commands on the nodes")
+    assert environ["PATH"] == "/laptop/bin" and USUAL_SLURM_DIRS

@@ -65,6 +65,7 @@ class SiteConfig:
     expedited_requeue: bool = False
     notify: bool = True  # false: jobs post no notifications (compute nodes with no way out)
     notify_proxy: str = ""  # an http(s) proxy the notifications go through ("": straight)
+    slurm_bin_dir: str | None = None  # Slurm's commands on the nodes, for jobs whose PATH lacks them (REST)
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -113,6 +114,9 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     " `SlurmctldParameters=enable_expedited_requeue`)",
     "notify": "false: jobs post no notifications (compute nodes with no way out)",
     "notify_proxy": "the http(s) proxy notifications go through (default: none; the nodes' `http_proxy` is not used)",
+    "slurm_bin_dir": "the folder of Slurm's commands (`srun`, `scontrol`) on the compute nodes, for a job whose"
+    " PATH lacks them (submitted through slurmrestd from a host without Slurm); default: `/usr/bin`,"
+    " `/usr/local/bin`, `/opt/slurm/bin`",
     "job_dir_base": "where the Prolog makes each job's private directory (root-owned, 0755)",
     "rdma_devices": "HCAs whose ports must be ACTIVE on RDMA partitions (the Prolog's check)",
     "rdma_check": "`log`, or `drain`: a port not ACTIVE drains the node",
@@ -177,6 +181,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         expedited_requeue=get.boolean("expedited_requeue", False),
         notify=get.boolean("notify", True),
         notify_proxy=get.url("notify_proxy"),
+        slurm_bin_dir=get.path("slurm_bin_dir", None),
         job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),

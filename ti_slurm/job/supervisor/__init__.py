@@ -18,12 +18,12 @@ Events go to ``<job dir>/status.jsonl`` (:mod:`ti_slurm.core.events`).
 
 from __future__ import annotations
 
+import os
+
 
 def supervise(job_dir: str, started: float = 0.0) -> int:
     """Entry point inside the batch script: supervise the job whose plan is in ``job_dir``; ``started``: when
     this process started (the batch script's own start comes in ``TI_SLURM_BATCH_STARTED``)."""
-    import os
-
     from ti_slurm.core.paths import JobPaths
     from ti_slurm.core.plan import JobPlan
     from ti_slurm.job.supervisor.launchers import SlurmLauncher
@@ -37,8 +37,42 @@ def supervise(job_dir: str, started: float = 0.0) -> int:
         plan = plan.at_point(int(os.environ["SLURM_ARRAY_TASK_ID"]))
         write_atomic(JobPaths(job_dir).plan, plan.to_json() + "\n")
     batch = os.environ.pop("TI_SLURM_BATCH_STARTED", "")  # not handed on to the job's steps
+    missing = find_slurm_commands(os.environ)
+    if missing:
+        import sys
+
+        print(f"ti-slurm: {missing}", file=sys.stderr, flush=True)
+        return 1
     timeline = {"batch": seconds(batch), "supervisor": round(started, 3)}
     return Supervisor(plan, job_dir, SlurmLauncher(job_dir), timeline=timeline).run().exit_code
+
+
+USUAL_SLURM_DIRS = ("/usr/bin", "/usr/local/bin", "/opt/slurm/bin")
+
+
+def find_slurm_commands(environ: dict[str, str] | os._Environ[str]) -> str:
+    """Make Slurm's own commands findable on this node, whatever the submitting host's PATH (a job submitted
+    through slurmrestd from a host without Slurm brings that host's PATH): ``srun`` on PATH as it is, else in
+    the site config's ``slurm_bin_dir``, else in the usual folders; that folder is put first on PATH (the
+    nodes' steps get it too). The line to say when none has it ("" when found)."""
+    import shutil
+
+    if shutil.which("srun", path=environ.get("PATH")):
+        return ""
+    from ti_slurm.core.site import load_site_config
+
+    try:
+        named = load_site_config().slurm_bin_dir
+    except Exception:  # the site config's own error is said by whoever reads it for more
+        named = None
+    tried = [named] if named else []
+    for folder in [*tried, *USUAL_SLURM_DIRS]:
+        if shutil.which("srun", path=folder):
+            environ["PATH"] = os.pathsep.join(filter(None, [folder, environ.get("PATH", "")]))
+            return ""
+    where = ", ".join([*tried, *USUAL_SLURM_DIRS])
+    return (f"srun is not on this node's PATH ({environ.get('PATH', '')!r}, the submitting host's) nor in {where}:"
+            " set slurm_bin_dir in the site config to the folder of Slurm's commands on the nodes")
 
 
 def seconds(epoch: str) -> float:
