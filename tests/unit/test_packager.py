@@ -96,3 +96,57 @@ def test_a_gitignore_that_takes_every_file_warns_of_an_empty_snapshot(tmp_path: 
     with pytest.warns(UserWarning, match=r"the snapshot has no file: git ignores every file there \(.gitignore\)"):
         shot = take(str(code), str(tmp_path / "jobs"))
     assert shot.files == 0
+
+
+def every_object_is_named_by_its_content(store: str) -> bool:
+    import hashlib
+
+    objects = Path(store) / "objects"
+    return all(
+        hashlib.sha256(p.read_bytes()).hexdigest() == p.name.removesuffix(".x") for p in objects.iterdir()
+    )
+
+
+def test_a_file_rewritten_within_the_same_clock_tick_is_taken_anew(tmp_path: Path) -> None:
+    """A rewrite that leaves size, mtime and inode as they were (two writes in one tick of a coarse clock) is
+    not taken for the old content: a file modified close to when it was hashed is hashed again."""
+    code = tree(tmp_path / "proj", {"train.py": "lr = 0.1\n"})
+    out = tmp_path / "out"
+    first = take(str(code), str(out))
+    before = os.stat(code / "train.py")
+    with open(code / "train.py", "r+") as fh:  # in place: the same inode, the same size
+        fh.write("lr = 0.9\n")
+    os.utime(code / "train.py", ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = take(str(code), str(out))
+    assert captured(second.path) == {"train.py": "lr = 0.9\n"} and second.tree != first.tree
+    assert every_object_is_named_by_its_content(store_of(str(out)))
+
+
+def test_a_file_written_while_it_is_copied_is_copied_again_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file still being written while its snapshot is taken: copied again once it holds still, each object
+    named by the hash of the bytes stored; one that never holds still is one line, nothing kept under a wrong
+    name."""
+    from ti_slurm.submitting import packager
+
+    code = tree(tmp_path / "proj", {"train.py": "v1\n"})
+    out = tmp_path / "out"
+    real, writes = packager.store_object, iter(["v2, longer\n"])
+
+    def written_meanwhile(objects: str, source: str, suffix: str) -> str:
+        digest = real(objects, source, suffix)
+        text = next(writes, None)
+        if text is not None:  # the editor saves while the copy is made
+            Path(source).write_text(text)
+        return digest
+
+    monkeypatch.setattr(packager, "store_object", written_meanwhile)
+    snap = take(str(code), str(out))
+    assert captured(snap.path) == {"train.py": "v2, longer\n"}
+    assert every_object_is_named_by_its_content(store_of(str(out)))
+    writes = iter([f"v{k}\n" * k for k in range(3, 10)])  # never holds still
+    (code / "train.py").write_text("v3 start\n")
+    with pytest.raises(SpecError, match=r"train.py changed while its snapshot was taken \(three times\); submit"):
+        take(str(code), str(out))
+    assert every_object_is_named_by_its_content(store_of(str(out)))

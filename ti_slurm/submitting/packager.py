@@ -7,7 +7,7 @@ trusted: on a shared output directory another user could otherwise plant a tree 
 
     objects/<sha256>[.x]        each file's content once (``.x``: executable), read-only, the user's alone
     trees/<tree hash>/<name>/   one snapshot: hard links to the objects, ``<name>`` the code folder's name
-    index.json                  path -> (size, mtime, inode, sha256): files unchanged since the last
+    index.json                  path -> (size, mtime, inode, sha256, when hashed): files unchanged since the last
                                 snapshot are not read again
 
 so the tenth submit of an unchanged tree only lists and stats its files. The files are those git would
@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -84,15 +85,13 @@ def take(code_dir: str, output_dir: str, ignore: tuple[str, ...] = (), limit: in
         if refused:
             raise SpecError("code", code_dir, f"cannot keep its snapshot: {refused}")
     index = Index(os.path.join(store, "index.json"))
-    keyed = [(rel, st, object_key(code_dir, rel, st, index)) for rel, st in entries]
+    objects = os.path.join(store, "objects")
+    keyed = [(rel, st, stored_key(code_dir, rel, st, index, objects)) for rel, st in entries]
     index.save()
     tree = hashlib.sha256("".join(f"{rel}\0{key}\n" for rel, _, key in sorted(keyed)).encode()).hexdigest()
     name = os.path.basename(os.path.abspath(code_dir)) or "code"
     path = os.path.join(store, "trees", tree, name)
-    if not os.path.isdir(path):  # a new tree: its new contents go into the store, then the tree is linked
-        for rel, _, key in keyed:
-            if not key.startswith("link:"):
-                store_object(os.path.join(store, "objects", key), os.path.join(code_dir, rel), key)
+    if not os.path.isdir(path):  # a new tree: its objects are in the store; the tree is linked
         build_tree(store, tree, name, code_dir, keyed)
     commit, dirty = git_state(code_dir)
     return Snapshot(path, tree, len(keyed), size, commit, dirty)
@@ -152,8 +151,13 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
+RACY_NS = 2_000_000_000  # a file modified this close to when it was hashed may change again unseen (mtime)
+
+
 class Index:
-    """What the last snapshots learnt of each file: unchanged files (size, mtime, inode) keep their hash."""
+    """What the last snapshots learnt of each file: a file unchanged since (size, mtime, inode) keeps its hash,
+    unless it was modified within RACY_NS of being hashed (a rewrite in the same clock tick looks unchanged:
+    git's "racy" files), which is hashed again."""
 
     def __init__(self, path: str) -> None:
         self.path, self.changed = path, False
@@ -163,57 +167,68 @@ class Index:
         except (OSError, ValueError):
             self.known = {}
 
-    def digest(self, path: str, st: os.stat_result) -> str:
+    def known_key(self, path: str, st: os.stat_result) -> str | None:
         seen = self.known.get(path)
-        if seen is not None and seen[:3] == [st.st_size, st.st_mtime_ns, st.st_ino]:
-            return str(seen[3])
-        sha = hashlib.sha256()
-        try:
-            with open(path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    sha.update(chunk)
-        except OSError as exc:
-            why = f"cannot read {path} ({exc.strerror}); make it readable or leave it out with code_ignore"
-            raise SpecError("code", os.path.dirname(path), why) from None
-        self.known[path], self.changed = [st.st_size, st.st_mtime_ns, st.st_ino, sha.hexdigest()], True
-        return sha.hexdigest()
+        if seen is None or len(seen) != 5 or seen[:3] != [st.st_size, st.st_mtime_ns, st.st_ino]:
+            return None
+        hashed_at = seen[4]
+        return str(seen[3]) if isinstance(hashed_at, int) and st.st_mtime_ns < hashed_at - RACY_NS else None
+
+    def learn(self, path: str, st: os.stat_result, digest: str, hashed_at: int) -> None:
+        self.known[path], self.changed = [st.st_size, st.st_mtime_ns, st.st_ino, digest, hashed_at], True
 
     def save(self) -> None:
         if self.changed:
             write_atomic(self.path, json.dumps(self.known, separators=(",", ":")), 0o600)
 
 
-def object_key(code_dir: str, rel: str, st: os.stat_result, index: Index) -> str:
-    """The object a file is stored as (its content's sha256, ``.x`` if executable; ``link:`` for a symlink)."""
+def stored_key(code_dir: str, rel: str, st: os.stat_result, index: Index, objects: str) -> str:
+    """The object a file is in the store as (its content's sha256, ``.x`` if executable; ``link:`` for a
+    symlink): one the index knows and the store holds, else the file copied in, named by the hash of what was
+    copied (never by an earlier reading of the file)."""
     path = os.path.join(code_dir, rel)
     if stat.S_ISLNK(st.st_mode):
         return "link:" + os.readlink(path)
-    key = index.digest(os.path.abspath(path), st)
-    return key + ".x" if st.st_mode & stat.S_IXUSR else key
+    suffix = ".x" if st.st_mode & stat.S_IXUSR else ""
+    known = index.known_key(os.path.abspath(path), st)
+    if known is not None and os.path.exists(os.path.join(objects, known + suffix)):
+        return known + suffix
+    for _ in range(3):  # a file being written: copied again once it holds still
+        hashed_at = time.time_ns()
+        digest = store_object(objects, path, suffix)
+        after = os.lstat(path)
+        if (after.st_size, after.st_mtime_ns, after.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino):
+            index.learn(os.path.abspath(path), st, digest, hashed_at)
+            return digest + suffix
+        st = after
+    why = f"{path} changed while its snapshot was taken (three times); submit again once it is written"
+    raise SpecError("code", os.path.dirname(path), why)
 
 
-def store_object(target: str, source: str, key: str) -> None:
-    """Copy ``source`` in as ``target`` (read-only, the user's alone), unless the store has it already. The
-    copy is hashed as it is made: a file rewritten since it was hashed is refused, not stored under a
-    hash its content does not have (which would poison every later snapshot that has the old content)."""
-    if os.path.exists(target):
-        return
-    tmp = f"{target}.tmp.{uuid.uuid4().hex}"
+def store_object(objects: str, source: str, suffix: str) -> str:
+    """Copy ``source`` into the store, named by the sha256 of the bytes copied (read-only, the user's alone;
+    kept as it is when the store has it already); that hash."""
+    tmp = os.path.join(objects, f".tmp.{uuid.uuid4().hex}")
     sha = hashlib.sha256()
     try:
-        with open(source, "rb") as src, open(tmp, "xb") as dst:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                sha.update(chunk)
-                dst.write(chunk)
-        if sha.hexdigest() != key.removesuffix(".x"):
-            why = f"{source} changed while its snapshot was taken; submit again once it is written"
-            raise SpecError("code", os.path.dirname(source), why)
-        os.chmod(tmp, 0o500 if key.endswith(".x") else 0o400)
-        os.replace(tmp, target)
-    except BaseException:
+        try:
+            with open(source, "rb") as src, open(tmp, "xb") as dst:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    sha.update(chunk)
+                    dst.write(chunk)
+        except OSError as exc:
+            if exc.filename == tmp:
+                raise
+            why = f"cannot read {source} ({exc.strerror}); make it readable or leave it out with code_ignore"
+            raise SpecError("code", os.path.dirname(source), why) from None
+        target = os.path.join(objects, sha.hexdigest() + suffix)
+        if not os.path.exists(target):
+            os.chmod(tmp, 0o500 if suffix else 0o400)
+            os.replace(tmp, target)
+    finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
-        raise
+    return sha.hexdigest()
 
 
 def build_tree(store: str, tree: str, name: str, code_dir: str, keyed: list[tuple[str, os.stat_result, str]]) -> None:
