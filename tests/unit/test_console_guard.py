@@ -111,3 +111,12 @@ def test_the_console_takes_a_port_nobody_holds_on_either_loopback_address() -> N
     finally:
         for s in held:
             s.close()
+
+
+def test_the_consoles_json_holds_nan_inf_and_text_that_was_not_utf8() -> None:
+    import json
+
+    from ti_slurm.ui.app import ConsoleJSON
+
+    body = ConsoleJSON({"lr": "\udcff0.1", "loss": [[1, float("nan")], [2, float("inf")], [3, -float("inf")]]}).body
+    assert json.loads(body) == {"lr": "\udcff0.1", "loss": [[1, "NaN"], [2, "Infinity"], [3, "-Infinity"]]}

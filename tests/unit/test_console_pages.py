@@ -59,3 +59,41 @@ def test_nothing_but_the_ui_command_imports_the_console() -> None:
         if "ti_slurm.ui" in path.read_text() and path.parent.name != "ui"
     ]
     assert importers == ["cli.py"]
+
+
+class LogJob:
+    """A job whose one node's log is ``data``, read as the console reads it (``LocalFiles``)."""
+
+    def __init__(self, path: Path) -> None:
+        from ti_slurm.transports import LocalFiles
+
+        self.path, self.backend = path, LocalFiles()
+
+    def log_files(self, label: str, node: object, attempt: object) -> list[tuple[str, str]]:
+        return [(label, str(self.path))]
+
+
+def test_a_multi_byte_log_followed_in_chunks_has_no_replacement_character(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Chinese text (three bytes a character) read in chunks whose edges cut characters: the view shows the
+    text whole, from its end and followed on."""
+    from ti_slurm.ui import pages
+
+    monkeypatch.setattr(pages, "LOG_STEP", 1000)  # 1000 is no multiple of 3: edges fall inside characters
+    monkeypatch.setattr(pages, "LOG_START", 500)
+    text = "".join(f"第{k}步 损失 0.{k:03d}\n" for k in range(400))
+    log = tmp_path / "ddp-0.log"
+    log.write_text(text[:3000])
+    job = LogJob(log)
+    start = pages.log_chunk(job, "ddp-0", -1)
+    shown = start["text"]
+    with log.open("a") as fh:
+        fh.write(text[3000:])
+    offset = start["offset"]
+    while True:
+        chunk = pages.log_chunk(job, "ddp-0", offset)
+        if chunk["offset"] == offset:
+            break
+        shown, offset = shown + chunk["text"], chunk["offset"]
+    assert "\ufffd" not in shown and start["cut"]
+    assert text.endswith(shown) and len(shown) > len(text) - 3000  # all that was appended, whole
+    assert pages.log_chunk(job, "ddp-0", 1 << 62)["text"] == ""  # an offset past the end: nothing

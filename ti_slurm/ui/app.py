@@ -30,17 +30,19 @@ HERE = Path(__file__).parent
 READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
 FOLLOWED_AT_MOST = 256  # jobs the console follows at once
 ENDED_AT_MOST = 4096  # sweep points whose end the console remembers
+LOG_OFFSET_MOST = 1 << 62  # a log offset beyond any file (a larger one from a request is this)
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
 
 
-class ScalarJSON(JSONResponse):
-    """JSON whose non-finite numbers (a training's NaN or Inf loss) are the strings "NaN", "Infinity" and
-    "-Infinity": JSON has no such numbers, and a page must show them, not fail."""
+class ConsoleJSON(JSONResponse):
+    """The console's JSON: non-finite numbers (a training's NaN or Inf loss) as the strings "NaN", "Infinity"
+    and "-Infinity" (JSON has no such numbers, and a page must show them, not fail), and text that is not
+    UTF-8 (a sweep value, a name, from bytes) escaped rather than refused."""
 
     def render(self, content: Any) -> bytes:
         import json
 
-        return json.dumps(finite(content), ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(finite(content), ensure_ascii=True, separators=(",", ":")).encode()
 
 
 def finite(value: Any) -> Any:
@@ -139,7 +141,7 @@ class Console:
             if p.status.state.is_terminal:
                 final = (p.status, values)
                 kept(self.ended, job.id, lambda: final, ENDED_AT_MOST)  # noqa: B023 (called at once)
-        return ScalarJSON(pages.sweep_rows(status, last))
+        return ConsoleJSON(pages.sweep_rows(status, last))
 
     def jobs_json(self, request: Request) -> Response:
         from ti_slurm.client import jobs
@@ -149,7 +151,7 @@ class Console:
         # the list refreshes each second: a job's own record says when it runs and ends, a job submitted since
         # the last answer is asked about anew, and the rest of the queue (a pending job's reason) once a minute
         statuses = jobs(host=self.host, newest=newest, max_age=FOLLOW_MAX, **self.ssh)
-        return JSONResponse(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
+        return ConsoleJSON(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
 
     def job_json(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
@@ -157,14 +159,15 @@ class Console:
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
         data["scalars"] = self.scalars(job)
-        return ScalarJSON(data)
+        return ConsoleJSON(data)
 
     def log_json(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])
         q = request.query_params
-        offset = int(q.get("offset", "-1")) if q.get("offset", "-1").lstrip("-").isdigit() else -1
+        given = q.get("offset", "-1")
+        offset = min(int(given), LOG_OFFSET_MOST) if given.lstrip("-").isdigit() and len(given) < 40 else -1
         attempt = int(q["attempt"]) if q.get("attempt", "").isdigit() else None
-        return JSONResponse(pages.log_chunk(job, q.get("node", ""), offset, attempt))
+        return ConsoleJSON(pages.log_chunk(job, q.get("node", ""), offset, attempt))
 
     def log_download(self, request: Request) -> Response:
         job = self.job(request.path_params["job_id"])

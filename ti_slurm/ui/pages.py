@@ -154,9 +154,33 @@ def log_chunk(job: Any, label: str, offset: int, attempt: int | None = None) -> 
         if end is None:
             return {"text": "", "offset": 0, "cut": False}
         length, data = end
-        return {"text": plain(data), "offset": length, "cut": length > len(data)}
+        cut = length > len(data)
+        start = first_whole_character(data) if cut else 0  # a character cut at the front: left out
+        whole = whole_characters(data)
+        return {"text": plain(data[start:whole]), "offset": length - len(data) + whole, "cut": cut}
     data = job.backend.read_bytes(path, offset, LOG_STEP) or b""
-    return {"text": plain(data), "offset": offset + len(data), "cut": False}
+    whole = whole_characters(data)  # a character cut at the end: read again, whole, by the next read
+    return {"text": plain(data[:whole]), "offset": offset + whole, "cut": False}
+
+
+def first_whole_character(data: bytes) -> int:
+    """Where the first whole UTF-8 character of ``data`` starts (past continuation bytes, three at most)."""
+    lead = 0
+    while lead < min(3, len(data)) and data[lead] & 0xC0 == 0x80:
+        lead += 1
+    return lead
+
+
+def whole_characters(data: bytes) -> int:
+    """How many bytes of ``data`` end on a whole UTF-8 character (a multi-byte one cut at the end is not)."""
+    n = len(data)
+    for back in range(1, min(4, n) + 1):
+        byte = data[n - back]
+        if byte & 0xC0 == 0x80:  # a continuation: look further back for its first byte
+            continue
+        need = 1 if byte < 0x80 else 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
+        return n if back >= need or byte >= 0xF8 else n - back
+    return n
 
 
 def node_log(job: Any, label: str, attempt: int | None = None) -> str:
