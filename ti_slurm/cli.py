@@ -632,4 +632,7 @@ def entry() -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with suppress(BrokenPipeError, ValueError):  # a reader that went away (| head), a closed stream
             stream.flush()
+    transports = sys.modules.get("ti_slurm.transports")
+    if transports is not None:  # a Slurm command still under way (a cluster left behind) ends with this one
+        transports.end_running()
     os._exit(code)

@@ -188,10 +188,21 @@ def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config
 _START = re.compile(r"to start at (\S+) .*?in partition (\S+)")  # 25.11 says "at <time> a using ..."
 
 
-def parse_test_only(text: str) -> tuple[str, str] | None:
-    """``sbatch --test-only``'s answer: (when, partition), or None when it says no start."""
+def parse_test_only(text: str, now: float | None = None) -> tuple[str, str] | None:
+    """``sbatch --test-only``'s answer: (when, partition), or None when it says no start, or a time that is no
+    time Slurm would give (``0000-...``: not before a day ago, nor after a year from ``now``)."""
+    import datetime
+    import time
+
     found = _START.search(text)
-    return (found[1], found[2]) if found else None
+    if not found:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(found[1]).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+    now = time.time() if now is None else now
+    return (found[1], found[2]) if now - 86400 <= when <= now + 366 * 86400 else None
 
 
 @dataclass

@@ -544,3 +544,32 @@ def test_control_characters_from_jobs_and_specs_never_reach_the_terminal(tmp_pat
     # data stays data: logs print what the job wrote, byte for byte
     logs = run_cli("logs", job, cwd=tmp_path, env=env)
     assert logs.returncode == 0 and "bad\x1b]0;pwned\x07\x1b[2J" in logs.stdout, logs
+
+
+def test_a_cluster_that_hangs_is_left_behind_and_nothing_of_it_outlives_ti_slurm(tmp_path: Path) -> None:
+    """`ti-slurm clusters` (and `--cluster auto`) asks every cluster at once: one whose Slurm command hangs is
+    said as not answering within 8 s, and its command is ended when ti-slurm exits, not left running."""
+    import time
+
+    hung = tmp_path / "hung-bin"
+    hung.mkdir()
+    for name in ("sinfo", "sbatch"):
+        (hung / name).write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 120\n")
+        (hung / name).chmod(0o755)
+    (tmp_path / "slurm.conf").write_text("ClusterName=hung\n")
+    (tmp_path / "config" / "ti-slurm").mkdir(parents=True)
+    (tmp_path / "config" / "ti-slurm" / "config.toml").write_text(
+        f'[[cluster]]\nname = "hung"\nslurm_conf = "{tmp_path / "slurm.conf"}"\nbin_dir = "{hung}"\n'
+    )
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    started = time.monotonic()
+    res = run_cli("clusters", cwd=tmp_path, env=env, timeout=60)
+    assert time.monotonic() - started < 20, res.stdout + res.stderr
+    assert "no answer within 8 s" in res.stdout, res.stdout + res.stderr
+    time.sleep(0.5)
+    pids = (tmp_path / "pids").read_text().split()
+    def alive(pid: str) -> bool:  # a zombie has ended (its reaper is this machine's init, whatever it does)
+        status = Path(f"/proc/{pid}/status")
+        return status.exists() and "State:\tZ" not in status.read_text()
+
+    assert pids and not any(alive(pid) for pid in pids), "a hung sinfo outlived ti-slurm"

@@ -55,10 +55,15 @@ def test_cluster_tables_are_read_and_each_mistake_is_one_line() -> None:
 def test_test_only_and_idle_nodes_are_read_as_slurm_prints_them() -> None:
     said = "sbatch: Job 5648001 to start at 2026-12-05T12:01:30 using 2 processors on nodes node[01-02] in partition"
     said += " debug"
-    assert parse_test_only(said) == ("2026-12-05T12:01:30", "debug")
+    import datetime
+
+    now = datetime.datetime.fromisoformat("2026-12-05T11:50:00").timestamp()
+    assert parse_test_only(said, now) == ("2026-12-05T12:01:30", "debug")
     said_2511 = "sbatch: Job 11648168 to start at 2026-12-05T11:54:55 a using 2 processors on nodes node[01-02] in"
-    assert parse_test_only(said_2511 + " partition debug") == ("2026-12-05T11:54:55", "debug")
+    assert parse_test_only(said_2511 + " partition debug", now) == ("2026-12-05T11:54:55", "debug")
     assert parse_test_only("sbatch: error: Batch job submission failed: Invalid partition name specified") is None
+    for odd in ("0000-01-01T00:00:00", "9999-12-31T23:59:59", "2026-13-45T99:00:00", "soon"):  # no time to trust
+        assert parse_test_only(f"sbatch: Job 5 to start at {odd} using 2 processors in partition debug", now) is None
     sinfo = "debug* idle 2\ndebug* alloc 2\nrdma idle 2\nlowprio alloc 4\n"
     assert parse_idle(sinfo) == {"debug": 2, "rdma": 2, "lowprio": 0}
 

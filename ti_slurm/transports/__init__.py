@@ -42,13 +42,40 @@ def run_local(
         if cluster:
             raise BackendError(f"{argv[0]}: not found for cluster {cluster} (its bin_dir?)")
         raise BackendError(f"{argv[0]}: not found on PATH (is this a Slurm login node? try --local or --host)")
+    proc = subprocess.Popen(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base
+    )
+    running(proc)
     try:
-        return subprocess.run(
-            list(argv), input=stdin, capture_output=True, text=True, check=False, env=base, timeout=timeout
-        )
+        out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         on = f" on cluster {cluster}" if cluster else ""
         raise BackendError(f"{argv[0]}{on} did not answer within {timeout:g} s") from None
+    finally:
+        RUNNING.discard(proc)
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+RUNNING: set[subprocess.Popen[str]] = set()  # Slurm commands under way: none outlives this process
+
+
+def running(proc: subprocess.Popen[str]) -> None:
+    """Note ``proc`` as under way; at exit, whatever is still under way is killed (a cluster that did not answer
+    `--cluster auto` in time is left behind by a thread, and must not be left behind by ti-slurm)."""
+    if not RUNNING:
+        import atexit
+
+        atexit.unregister(end_running)
+        atexit.register(end_running)
+    RUNNING.add(proc)
+
+
+def end_running() -> None:
+    for proc in list(RUNNING):
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def run_capped(argv: Sequence[str], cap: int, timeout: float) -> tuple[int, bytes, bytes]:
