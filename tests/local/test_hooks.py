@@ -154,6 +154,8 @@ def test_bad_site_config_is_one_line(tmp_path: Path) -> None:
             "rdma partitions: ib (jobs of >= 2 nodes with >= 4 GPUs each)",
         ),
         ("rdma_min_nodes = 0\n", "rdma_min_nodes: 0"),
+        ('rest_url = "http://127.0.0.1:6820"\n', "tokens go over plain TCP to whoever holds that port"),
+        ('rest_url = "unix:/run/slurmrestd/slurmrestd.socket"\n', "tokens go to slurmrestd only"),
     ],
 )
 def test_doctor_shows_the_sites_rdma_rule(tmp_path: Path, toml: str, shown: str) -> None:

@@ -68,6 +68,8 @@ def run_checks() -> list[Check]:
     checks += partition_checks(site.rdma_partitions)
     checks.append(auth_check(config.get("AuthType", "")))
     checks.append(expedited_requeue_check(site.expedited_requeue, config.get("SlurmctldParameters", "")))
+    if site.rest_url:
+        checks.append(rest_url_check(site.rest_url))
     code, out = _run(["mpirun", "--version"])
     checks.append(Check("open mpi", code == 0, out.splitlines()[0] if code == 0 and out else out, "mpi, horovod"))
     code, out = _run(["srun", "--mpi=list"])
@@ -78,6 +80,18 @@ def run_checks() -> list[Check]:
         problems = rdma_port_problems(site, socket.gethostname())
         checks.append(Check("rdma devices", not problems, ", ".join(problems) or "all ports ACTIVE", "rdma"))
     return checks
+
+
+def rest_url_check(url: str) -> Check:
+    """slurmrestd's address: tokens sent over plain TCP go to whoever holds that port (on a shared host, any user
+    while slurmrestd is down); its Unix socket, or TLS, keeps them for slurmrestd."""
+    scheme = url.partition(":")[0]
+    if scheme in ("unix", "https"):
+        return Check("slurmrestd address", True, f"{url}: tokens go to slurmrestd only")
+    why = (f"{url}: tokens go over plain TCP to whoever holds that port (on a shared host: any user, while"
+           " slurmrestd is down); serve slurmrestd on its Unix socket (rest_url = \"unix:/run/slurmrestd/"
+           "slurmrestd.socket\") or over TLS (https://)")
+    return Check("slurmrestd address", False, why)
 
 
 def slurm_version_check() -> Check:
