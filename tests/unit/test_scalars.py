@@ -115,3 +115,27 @@ def test_a_jobs_event_files_are_found_below_the_folder_links_not_followed(tmp_pa
         (tmp_path / f"many.tfevents.{n:03d}").write_bytes(b"")
     assert len(LocalFiles().find_files(str(tmp_path), EVENT_FILE_MARK)) == FOUND_AT_MOST
     assert LocalFiles().find_files(str(tmp_path / "missing"), EVENT_FILE_MARK) == []
+
+
+def scalar_record(tag: str, step: int, value: float) -> bytes:
+    """One TFRecord holding an Event with one scalar (simple_value), as SummaryWriter writes it (CRCs zero:
+    the reader does not check them)."""
+
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    name = tag.encode()
+    value_msg = field(1, name) + bytes([2 << 3 | 5]) + struct.pack("<f", value)
+    event = bytes([2 << 3 | 0, step]) + field(5, field(1, value_msg))
+    return struct.pack("<Q", len(event)) + b"\0" * 4 + event + b"\0" * 4
+
+
+def test_a_job_with_a_thousand_tags_keeps_a_bounded_few_and_forgets_files_that_are_gone() -> None:
+    from ti_slurm.follow.scalars import TAGS_AT_MOST
+
+    files = {"events.out.tfevents.1": b"".join(scalar_record(f"layer{k:04d}/norm", 1, 0.5) for k in range(1000))}
+    reader = ScalarReader("tb", lambda folder, mark: list(files), lambda path, at, size: files[path][at : at + size])
+    series = reader.look()
+    assert len(series) == TAGS_AT_MOST and series["layer0000/norm"] == [(1, 0.5)]
+    files.clear()  # the job's results were deleted
+    assert reader.look() == {}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 EVENT_FILE_MARK = "tfevents"  # every writer's event files have it in their names (events.out.tfevents.<time>...)
 MAX_RECORD = 1 << 20  # a record longer than this is no scalar event (an image, a graph): skipped unread
 POINTS_AT_MOST = 2000  # per tag: older points are thinned (every other one) when a series grows past it
+TAGS_AT_MOST = 256  # tags kept per job (a job writing thousands: the first ones; memory stays bounded)
 READ_AT_MOST = 4 << 20  # bytes read of one file per look (~50k events, 0.1 s: a long history over a few looks)
 
 _FLOAT, _DOUBLE, _INT32, _INT64 = 1, 2, 3, 9  # TensorProto dtypes a scalar may have
@@ -212,6 +213,8 @@ def read_into(series: Series, data: bytes) -> int:
         except ValueError:
             continue  # not an Event (a damaged record): skipped
         for tag, step, value in scalars:
+            if tag not in series and len(series) >= TAGS_AT_MOST:
+                continue
             points = series.setdefault(tag, [])
             points.append((step, value))
             if len(points) > POINTS_AT_MOST:
@@ -246,7 +249,11 @@ class ScalarReader:
     def look(self) -> Series:
         """The scalars so far, every tag's points in order (several files: in the order of their names, as
         each writer's files are named by their start time)."""
-        for path in sorted(self.find(self.folder, EVENT_FILE_MARK)):
+        files = sorted(self.find(self.folder, EVENT_FILE_MARK))
+        if any(path not in files for path in self.offsets):  # files gone (deleted, rotated): what they held too
+            self.offsets.clear()
+            self.series.clear()
+        for path in files:
             offset = self.offsets.get(path, 0)
             data = self.read(path, offset, READ_AT_MOST)
             if data:

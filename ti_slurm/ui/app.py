@@ -158,7 +158,9 @@ class Console:
         status = self.status(job)
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
-        data["scalars"] = self.scalars(job)
+        scalars = self.scalars(job)
+        data["scalars"] = {tag: scalars[tag] for tag in sorted(scalars)[: pages.SCALAR_CHARTS]}  # what is drawn
+        data["scalar_tags"] = len(scalars)
         return ConsoleJSON(data)
 
     def log_json(self, request: Request) -> Response:

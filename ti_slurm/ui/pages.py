@@ -16,6 +16,7 @@ from ti_slurm.follow.status import in_state, job_groups, start_line
 LOG_START = 64 * 1024  # a log view starts with at most this much of its end
 LOG_STEP = 256 * 1024  # and follows at most this much per request
 LIST_LIMIT = 500  # rows a list shows at most (newest first)
+SCALAR_CHARTS = 12  # a job's tags its page draws (the first, by name: console.js's SCALAR_CHARTS), all it is sent
 SCALAR_POINTS = 200  # a sweep's points whose scalars its page reads (the first ones)
 # a terminal's control sequences (colours, cursor moves) and other control characters but tab and newline:
 # a page shows a log's text, not what a terminal would make of it
