@@ -411,3 +411,50 @@ def test_another_users_flood_of_half_open_connections_leaves_the_console_answeri
     said = (tmp_path / "console.err").read_text()
     assert "Traceback" not in said and len(said) < 2000, said[:2000]
     assert "refusing connections from another user's processes (said once)" in said
+
+
+def test_a_plan_nested_a_hundred_thousand_deep_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.backends.local import LocalBackend
+    from ti_slurm.client import Job, resubmit
+    from ti_slurm.core.errors import UnknownJobError
+
+    mine = tmp_path / "local-7"
+    mine.mkdir(mode=0o700)
+    (mine / "plan.json").write_text("[" * 100_000 + "]" * 100_000)
+    job = Job(JobInfo("local-7", backend="local", job_dir=str(mine)), LocalBackend())
+    with pytest.raises(UnknownJobError, match=r"job local-7: its plan was written by another ti-slurm \("):
+        resubmit(job)
+
+
+def test_a_console_bound_beyond_loopback_warns_and_prints_a_url_that_works(tmp_path: Path) -> None:
+    from tests.browser import free_port
+
+    pytest.importorskip("starlette", reason="the console's extra: pip install 'ti-slurm[ui]'")
+    port = free_port()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    console = subprocess.Popen(["ti-slurm", "ui", "--port", str(port), "--bind", "0.0.0.0"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert console.stdout is not None and console.stderr is not None
+        url = console.stdout.readline().split()[-1]
+        warning = console.stderr.readline()
+        assert warning.startswith("ti-slurm: warning: --bind 0.0.0.0: anyone who can reach this machine"), warning
+        import http.cookiejar
+        import socket
+        import urllib.error
+        import urllib.request
+
+        assert url.startswith(f"http://{socket.gethostname()}:{port}/?token="), url
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        for _ in range(100):
+            try:
+                answer = browser.open(url, timeout=5)  # the printed URL, as printed (its cookie kept)
+                break
+            except urllib.error.URLError:
+                time.sleep(0.1)
+        assert answer.status == 200 and "token" not in answer.url
+    finally:
+        console.terminate()
+        console.wait(timeout=10)

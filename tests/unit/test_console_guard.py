@@ -120,3 +120,19 @@ def test_the_consoles_json_holds_nan_inf_and_text_that_was_not_utf8() -> None:
 
     body = ConsoleJSON({"lr": "\udcff0.1", "loss": [[1, float("nan")], [2, float("inf")], [3, -float("inf")]]}).body
     assert json.loads(body) == {"lr": "\udcff0.1", "loss": [[1, "NaN"], [2, "Infinity"], [3, "-Infinity"]]}
+
+
+def test_a_console_restarted_on_its_port_may_take_it_again_at_once() -> None:
+    """A console just stopped leaves its closed connections in TIME_WAIT: its port is free again at once."""
+    from ti_slurm.ui.app import console_port
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server closes first: its side waits in TIME_WAIT
+        client.close()
+    assert console_port("127.0.0.1", port) == port
