@@ -289,6 +289,10 @@ def follow(job: Job, timeout: float | None = None) -> int:
         status = job.wait(timeout=timeout, on_change=show)
     if status.state == "COMPLETED":
         print(f"ti-slurm: job {job.id} COMPLETED", file=sys.stderr)
+        if job.job_dir:
+            where = f" on {job.info.host}" if job.info.host else ""
+            print(f"ti-slurm: its logs: {job.job_dir}/logs/{where} (ti-slurm logs {job.id}; ti-slurm status {job.id})",
+                  file=sys.stderr)  # fmt: skip
         return 0
     print(f"ti-slurm: job {job.id} {status.state}: {status.reason}", file=sys.stderr)
     print(job.failure_tail(status), end="", file=sys.stderr)

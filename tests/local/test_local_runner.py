@@ -308,8 +308,10 @@ def test_wait_follows_a_job_submitted_earlier_and_its_exit_says_how_it_ended(tmp
     assert not no_process_with(marker)  # giving up following leaves the job running
     run_cli("cancel", job, env=env)
     ok = run_cli("submit", "--local", str(spec(tmp_path, "mode: mpi\nnodes: 2\ncommand: 'sleep 1'")), env=env)
-    done = run_cli("wait", ok.stdout.split()[0], env=env)
-    assert done.returncode == 0 and done.stderr.endswith("COMPLETED\n"), done.stderr
+    done_id = ok.stdout.split()[0]
+    done = run_cli("wait", done_id, env=env)
+    assert done.returncode == 0 and f"ti-slurm: job {done_id} COMPLETED\n" in done.stderr, done.stderr
+    assert done.stderr.endswith(f"/{done_id}/logs/ (ti-slurm logs {done_id}; ti-slurm status {done_id})\n")  # where
     failing = run_cli(
         "submit", "--local", str(spec(tmp_path, "mode: mpi\nnodes: 2\ncommand: 'sleep 1; exit 7'")), env=env
     )

@@ -5,6 +5,7 @@ editor checks with) refuses each of them too."""
 # ruff: noqa: E501  (the table reads best as a table: one mistake and its line per row)
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -69,3 +70,37 @@ def test_the_schema_takes_every_starter_spec_and_example() -> None:
     texts += [p.read_text() for p in sorted(ROOT.glob("examples/*/job.yaml"))]
     for text in texts:
         jsonschema.validate(yaml.load(text, Loader=_Loader), spec_schema())
+
+
+INDENTATION = [  # (what the user wrote, what the one line must say)
+    ("mode: ddp\nnodes: 2\n  gpus_per_node: 8\ncommand: x\n", "at line 3: mapping values are not allowed here ('gpus_per_node: 8' is indented differently"),
+    ("mode: ddp\ncommand: x\nrestart:\n  max: 3\n    on: [failure]\n", "at line 5: mapping values are not allowed here ('on: [failure]' is indented differently"),
+    ("mode: ddp\ncommand: x\nrestart:\n    max: 3\n  on: [failure]\n", "at line 5: expected <block end>, but found '<block mapping start>' ('on: [failure]' is indented"),
+    ("mode: ddp\nnodes: 2\ncommand: echo a: b\n", "at line 3: mapping values are not allowed here (a value holding ': ' or ' #', or starting with a quote"),
+]
+
+
+@pytest.mark.parametrize("text,line", INDENTATION, ids=[c[1][:30] for c in INDENTATION])
+def test_a_yaml_indentation_error_says_so_with_an_example(tmp_path: Path, text: str, line: str) -> None:
+    (tmp_path / "job.yaml").write_text(text)
+    res = run_cli("render", "job.yaml", cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
+    assert line in res.stderr, res.stderr
+    if "indented" in line:
+        assert "e.g. 'restart:' then '  max: 3' and '  on: [failure]'" in res.stderr
+
+
+def test_a_python_that_is_not_here_is_one_line_at_submit(tmp_path: Path) -> None:
+    """``python: ~/venv/bin/python`` (no shell expands ``~`` for the job) or a mistyped path: one line at
+    submit, nothing submitted; a path with ``~`` that exists is taken, expanded."""
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 1\npython: ~/no-such-venv/bin/python\ncommand: 'true'\n")
+    res = run_cli("submit", "--local", "job.yaml", cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "st")})
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("ti-slurm: error: python: '~/no-such-venv/bin/python': no such file (")
+    assert not (tmp_path / "ti-slurm-jobs").exists()
+    home = tmp_path / "home"
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 1\npython: ~/venv/bin/python\ncommand: 'true'\n")
+    res = run_cli("render", "job.yaml", cwd=tmp_path, env={"HOME": str(home)})
+    assert res.returncode == 0 and f"{home}/venv/bin/python" in res.stdout, res.stderr

@@ -108,6 +108,22 @@ def check_env_bounds(plan: JobPlan) -> None:
             )
 
 
+def python_here(python: str) -> str:
+    """The spec's ``python:`` as the job will run it: ``~`` expanded (no shell does it for the job), and a path
+    that is a runnable file here (the login node sees the nodes' shared filesystem); a bare name (``python3``)
+    is looked up on the nodes' PATH."""
+    if "/" not in python and not python.startswith("~"):
+        return python
+    path = os.path.abspath(os.path.expanduser(python))
+    if not os.path.isfile(path):
+        where = f" ({path})" if path != python else ""
+        raise SpecError("python", python, f"no such file{where}: give the python of the environment with ti-slurm"
+                        " installed (its bin/python), or leave python: out for this one")
+    if not os.access(path, os.X_OK):
+        raise SpecError("python", python, "not executable: give the environment's bin/python")
+    return path
+
+
 def plan_job(
     spec: JobSpec,
     *,
@@ -139,6 +155,8 @@ def plan_job(
         updates = {"output_dir": os.path.abspath(os.path.expanduser(spec.output_dir)), "workdir": workdir}
         if not os.path.isdir(workdir):
             raise SpecError("workdir", spec.workdir, "no such directory (the command runs there)")
+        if spec.python:
+            updates["python"] = python_here(spec.python)
         site = site or load_site_config()
     plan = make_plan(spec.model_copy(update=updates), site, python=python, submission=submission)
     check_env_bounds(plan)

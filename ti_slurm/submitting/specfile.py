@@ -133,13 +133,34 @@ def read_document(text: str, path: Path, model: Any) -> object:
         loader.dispose()
 
 
+LINE_KEY = re.compile(r"(\s*[A-Za-z_][\w-]*):(\s|$)")  # a line that starts with a key (``  max: 3``)
+
+
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     mark = exc.problem_mark or exc.context_mark
     where = f" at line {mark.line + 1}" if mark is not None else ""
     problem = exc.problem or exc.context or "syntax error"
-    # nearly every syntax error in a spec is a value that YAML takes for structure
+    line = _line(mark)
+    indentation = "expected <block end>" in problem or "did not find expected key" in str(exc.context or problem)
+    key = LINE_KEY.match(line)
+    if "mapping values are not allowed" in problem and key and mark is not None and mark.column == len(key[1]):
+        indentation = True  # the line's own key is refused: indented under a key that has a value
+    if indentation:
+        hint = (f" ({line.strip()!r} is indented differently from the keys beside it: keys of one level line up,"
+                " a nested one sits under its parent, e.g. 'restart:' then '  max: 3' and '  on: [failure]')")
+        return f"invalid YAML{where}: {problem}{hint}"
+    # nearly every other syntax error in a spec is a value that YAML takes for structure
     hint = " (a value holding ': ' or ' #', or starting with a quote, [ or {, needs quotes: command: 'echo a: b')"
     return f"invalid YAML{where}: {problem}{hint}"
+
+
+def _line(mark: yaml.Mark | None) -> str:
+    """The spec's line at ``mark`` (its text, when the YAML was read from text)."""
+    buffer = getattr(mark, "buffer", None)
+    if mark is None or not isinstance(buffer, str):
+        return ""
+    lines = buffer.split("\n")
+    return lines[mark.line][:120] if mark.line < len(lines) else ""
 
 
 # what a field holds, as far as reading YAML goes
