@@ -573,3 +573,23 @@ def test_a_cluster_that_hangs_is_left_behind_and_nothing_of_it_outlives_ti_slurm
         return status.exists() and "State:\tZ" not in status.read_text()
 
     assert pids and not any(alive(pid) for pid in pids), "a hung sinfo outlived ti-slurm"
+
+
+def test_an_mpi_job_without_mpirun_stops_before_its_command_naming_what_to_install(tmp_path: Path) -> None:
+    """The quick start's MPI block on a machine without Open MPI: the node says, before the command runs, that
+    mpirun is missing and what to install (it failed with the shell's `mpirun: command not found`)."""
+    import shutil
+    import sys
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("sh", "bash", "env", "cat", "sleep", "echo"):
+        (tools / name).symlink_to(shutil.which(name) or f"/bin/{name}")
+    (tmp_path / "job.yaml").write_text("mode: mpi\nnodes: 2\ncommand: mpirun -np 2 hostname\n")
+    env = {"PATH": f"{tools}:{Path(sys.executable).parent}", "XDG_STATE_HOME": str(tmp_path / "state")}
+    res = run_cli("submit", "--local", "--wait", "job.yaml", cwd=tmp_path, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "mpirun (the start command's launcher) is not on this node's PATH: install Open MPI (Debian: apt" in (
+        res.stderr
+    ), res.stderr
+    assert "command not found" not in res.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -85,3 +86,30 @@ def test_the_first_problem_names_the_node() -> None:
 )  # fmt: skip
 def test_what_the_submitting_shell_may_hand_the_job(name: str, kept: bool) -> None:
     assert (name in job_environment({name: "x"})) is kept
+
+
+@pytest.mark.parametrize(
+    "command,missing",
+    [
+        ("mpirun -np 2 python train.py", "mpirun"),
+        ("cd src && exec horovodrun -np 2 python train.py", "horovodrun"),
+        ("msrun --worker_num=2 train.py", "msrun"),
+        ("torchrun --nnodes 2 train.py", "torchrun"),
+        ("python train.py --note 'no mpirun here'", None),  # a word in an argument, not a command
+        ("python -m torch.distributed.run train.py", None),
+    ],
+)
+def test_a_launcher_missing_from_the_commands_path_stops_the_node_before_its_command(
+    command: str, missing: str | None
+) -> None:
+    from ti_slurm.job.preflight import launcher_found
+
+    plan = JobPlan("t", "mpi", command, (Component("mpi", 2, 0, 1),))
+    found = launcher_found(plan, 0, contract(), {"PATH": "/nowhere"})
+    if missing is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(f"{missing} (the start command's launcher) is not on this")
+        assert "install " in found
+    if missing == "mpirun":  # Open MPI is installed where the tests run: found on the PATH as it is
+        assert launcher_found(plan, 0, contract(), {"PATH": os.environ["PATH"]}) is None

@@ -12,6 +12,8 @@ fails the job at once:
 - ports: the ports this node's contract hands out for it to listen on are free;
 - GPUs: the GPUs Slurm bound (``CUDA_VISIBLE_DEVICES``) are as many as ``gpus_per_node``;
 - RDMA: on an RDMA job, every HCA ``NCCL_IB_HCA`` selects exists and its ports are ACTIVE;
+- the launcher: a command that starts with ``mpirun``, ``horovodrun``, ``msrun`` or ``torchrun`` (a
+  word in command position) finds it on the command's PATH (on the bare node; a container has its own);
 - with ``preflight: {allreduce: true}``, then: a one-element all-reduce across every node of
   the job (gloo; NCCL where CUDA is there) finishes within :data:`ALLREDUCE_SECONDS`.
 
@@ -54,7 +56,7 @@ os._exit(0 if int(value.item()) == world else 4)
 
 def problems(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
     """The first preflight problem of this node, as one line; ``None`` when every check passes."""
-    for check in (names_agree, ports_free, gpus_match, rdma_ports_active):
+    for check in (launcher_found, names_agree, ports_free, gpus_match, rdma_ports_active):
         found = check(plan, component, contract, env)
         if found:
             return f"preflight on {contract.node}: {found}"
@@ -76,6 +78,30 @@ def allreduce(plan: JobPlan, contract: NodeContract, env: Mapping[str, str]) -> 
         return None
     last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
     return f"an all-reduce across the job's {contract.world} nodes failed: {last[:200]}"
+
+
+# what to install for each launcher a start command may name
+LAUNCHERS = {
+    "mpirun": "Open MPI (Debian: apt install openmpi-bin)",
+    "horovodrun": "Horovod in the job's Python (pip install horovod)",
+    "msrun": "MindSpore in the job's Python (docs/modelarts.md: its own environment)",
+    "torchrun": "PyTorch in the job's Python (pip install torch)",
+}
+
+
+def launcher_found(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
+    """The launcher the start command begins a command with, missing from the command's PATH."""
+    import re
+    import shutil
+
+    if plan.components[component].container is not None:
+        return None  # the image has its own launcher
+    command = plan.command_of(component)
+    for name, what in LAUNCHERS.items():
+        starts = re.search(rf"(?:^|[;&|(]|\bexec|\bthen|\bdo)\s*{name}(?:\s|$)", command, re.M)
+        if starts and shutil.which(name, path=env.get("PATH")) is None:
+            return f"{name} (the start command's launcher) is not on this node's PATH: install {what}"
+    return None
 
 
 def names_agree(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
