@@ -593,3 +593,14 @@ def test_an_mpi_job_without_mpirun_stops_before_its_command_naming_what_to_insta
         res.stderr
     ), res.stderr
     assert "command not found" not in res.stderr
+
+
+def test_msrun_under_local_is_refused_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(
+        "mode: mindspore\nnodes: 2\ncommand: msrun --worker_num=$MS_WORKER_NUM --local_worker_num=1"
+        " --master_addr=$MS_SCHED_HOST --master_port=$MS_SCHED_PORT --node_rank=$MS_NODE_ID --join=True train.py\n"
+    )
+    res = run_cli("submit", "--local", "job.yaml", cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
+    assert "msrun under --local: every simulated node is this machine" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.yaml"]  # nothing written: no job dir, no msrun logs

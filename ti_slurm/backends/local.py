@@ -52,6 +52,11 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     lo, hi = plan.port_range
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
+NO_MSRUN = (
+    "msrun under --local: every simulated node is this machine, and each node's msrun would start its own"
+    " scheduler on the one port; leave msrun out under --local (mode: mindspore runs the scheduler), or"
+    " submit without --local"
+)
 NO_PIPELINES = (
     "the local runner starts every job at once: pipelines (after:, --after) need Slurm; submit without --local"
 )
@@ -69,6 +74,10 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         if plan.dependency:  # said, not ignored: the job would start before the jobs it waits for end
             raise ConfigError("after", plan.dependency, NO_PIPELINES)
+        from ti_slurm.job.preflight import runs
+
+        if plan.mode == "mindspore" and any(runs(plan.command_of(k), "msrun") for k in range(len(plan.components))):
+            raise ConfigError("command", plan.command, NO_MSRUN)
         make_output_dir(plan.output_dir)
         number = local_job_number(plan, plan.output_dir, int(time.time() * 1000) % 1_000_000_000)
         job_id = f"local-{number}"

@@ -89,17 +89,23 @@ LAUNCHERS = {
 }
 
 
+def runs(command: str, program: str) -> bool:
+    """Whether shell text ``command`` runs ``program`` as a command (first, or after ``;``, ``&&``, ``|``,
+    ``(``, ``exec``, ``then``, ``do``), not merely names it in an argument."""
+    import re
+
+    return re.search(rf"(?:^|[;&|(]|\bexec|\bthen|\bdo)\s*{re.escape(program)}(?:\s|$)", command, re.M) is not None
+
+
 def launcher_found(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
     """The launcher the start command begins a command with, missing from the command's PATH."""
-    import re
     import shutil
 
     if plan.components[component].container is not None:
         return None  # the image has its own launcher
     command = plan.command_of(component)
     for name, what in LAUNCHERS.items():
-        starts = re.search(rf"(?:^|[;&|(]|\bexec|\bthen|\bdo)\s*{name}(?:\s|$)", command, re.M)
-        if starts and shutil.which(name, path=env.get("PATH")) is None:
+        if runs(command, name) and shutil.which(name, path=env.get("PATH")) is None:
             return f"{name} (the start command's launcher) is not on this node's PATH: install {what}"
     return None
 
