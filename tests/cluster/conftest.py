@@ -108,6 +108,15 @@ def island() -> Iterator[Island]:
             os.close(fd)
 
 
+@pytest.fixture(scope="session")
+def plain_user() -> str:
+    """Another real user of the cluster's login and nodes (not root): their jobs, their files."""
+    name = "tisuser"
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
+    return name
+
+
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """A real sshd on loopback in front of the test cluster, for a module's tests (a login node)."""

@@ -28,14 +28,6 @@ def hooks_configured() -> None:
         )
 
 
-@pytest.fixture(scope="module")
-def plain_user() -> str:
-    name = "tisuser"
-    if subprocess.run(["id", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
-    return name
-
-
 def test_job_dir_exists_during_the_job_owned_by_the_user_and_is_removed_after(plain_user: str) -> None:
     import tempfile
 

@@ -18,21 +18,13 @@ from tests.factories import plan_from
 pytestmark = pytest.mark.usefixtures("cluster")
 
 
-@pytest.fixture(scope="module")
-def other_user() -> str:
-    name = "tisuser"
-    if subprocess.run(["id", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", name], check=True)
-    return name
-
-
-def test_resubmit_of_another_users_slurm_job_runs_nothing_as_you(tmp_path: Path, other_user: str) -> None:
+def test_resubmit_of_anplain_users_slurm_job_runs_nothing_as_you(tmp_path: Path, plain_user: str) -> None:
     shared = Path(tempfile.mkdtemp(prefix="ti-slurm-shared-", dir="/tmp"))  # a team's folder: open to all
     shared.chmod(0o1777)
     mark = shared / "ran-as"
     try:
         job = subprocess.run(
-            ["runuser", "-u", other_user, "--", "sbatch", "--parsable", f"--output={shared}/slurm-%j.out",
+            ["runuser", "-u", plain_user, "--", "sbatch", "--parsable", f"--output={shared}/slurm-%j.out",
              "--wrap=sleep 120"],
             capture_output=True, text=True, check=True, cwd=shared,
         )  # fmt: skip
@@ -41,7 +33,7 @@ def test_resubmit_of_another_users_slurm_job_runs_nothing_as_you(tmp_path: Path,
         spec = {"name": name, "mode": "ddp", "nodes": 1, "output_dir": str(shared)}
         hostile = plan_from(spec, command=f"id -un > {mark}")
         planted = subprocess.run(
-            ["runuser", "-u", other_user, "--", "sh", "-c",
+            ["runuser", "-u", plain_user, "--", "sh", "-c",
              f"mkdir -p {shared}/{theirs} && cat > {shared}/{theirs}/plan.json && chmod 755 {shared}/{theirs}"],
             input=hostile.to_json(), capture_output=True, text=True,
         )  # fmt: skip
@@ -56,5 +48,5 @@ def test_resubmit_of_another_users_slurm_job_runs_nothing_as_you(tmp_path: Path,
         assert mine.returncode == 0 and mine.stdout.strip() == ""  # nothing submitted as you
         assert not mark.exists()
     finally:
-        subprocess.run(["scancel", "-u", other_user], capture_output=True)
+        subprocess.run(["scancel", "-u", plain_user], capture_output=True)
         shutil.rmtree(shared, ignore_errors=True)
