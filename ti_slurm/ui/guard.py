@@ -131,6 +131,7 @@ class Guard:
         the loopback address; a client from elsewhere (``--bind``) is the token's business alone."""
         if not host.startswith(LOOPBACK):
             return True
+        host = host.removeprefix("::ffff:")  # an IPv4 client of an IPv6 listener: its own socket is IPv4
         server = server or ("::1" if ":" in host else "127.0.0.1")
         return self.peers.owner((host, port), (server, self.port)) in (self.uid, 0)
 
