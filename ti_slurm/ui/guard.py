@@ -58,7 +58,6 @@ class Guard:
         # session id -> (when given, when last used, until when it works: a rotated one only for GRACE more)
         self.sessions: dict[str, tuple[float, float, float]] = {}
         self.uid = os.getuid()
-        self.peers = PeerOwners()
         self.public = ""  # the machine's name in the URL when the console listens beyond the loopback address
 
     def url(self, path: str = "/") -> str:
@@ -133,7 +132,9 @@ class Guard:
             return True
         host = host.removeprefix("::ffff:")  # an IPv4 client of an IPv6 listener: its own socket is IPv4
         server = server or ("::1" if ":" in host else "127.0.0.1")
-        return self.peers.owner((host, port), (server, self.port)) in (self.uid, 0)
+        # asked anew for every connection and request (80 µs): a remembered answer would outlive its socket, and
+        # another user may bind the very port a closed connection of this user's had
+        return socket_owner((host, port), (server, self.port)) in (self.uid, 0)
 
     def same_origin_with_csrf(self, request: Request) -> bool:
         origin = request.headers.get("origin", "")
@@ -225,27 +226,6 @@ class Doorman:
 def same_site_path(path: str) -> str:
     """``path`` as a path of this site: ``//evil.example/`` would be read by the browser as another host."""
     return "/" + path.lstrip("/\\")
-
-
-class PeerOwners:
-    """Who owns the client end of a loopback TCP connection, as the kernel says (:func:`socket_owner`);
-    remembered a few seconds per client port (a connection's requests ask once)."""
-
-    KEPT = 5.0
-
-    def __init__(self) -> None:
-        self.known: dict[int, tuple[float, int | None]] = {}
-
-    def owner(self, client: tuple[str, int], server: tuple[str, int]) -> int | None:
-        now = time.monotonic()
-        held = self.known.get(client[1])
-        if held is not None and now - held[0] < self.KEPT:
-            return held[1]
-        owner = socket_owner(client, server)
-        if len(self.known) > 4096:
-            self.known.clear()
-        self.known[client[1]] = (now, owner)
-        return owner
 
 
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
