@@ -190,7 +190,8 @@ _START = re.compile(r"to start at (\S+) .*?in partition (\S+)")  # 25.11 says "a
 
 def parse_test_only(text: str, now: float | None = None) -> tuple[str, str] | None:
     """``sbatch --test-only``'s answer: (when, partition), or None when it says no start, or a time that is no
-    time Slurm would give (``0000-...``: not before a day ago, nor after a year from ``now``)."""
+    time Slurm would give (``0000-...``: before a day ago; a far one, 2537-..., is Slurm's "when running jobs
+    without a limit end": kept, it ranks last)."""
     import datetime
     import time
 
@@ -202,7 +203,7 @@ def parse_test_only(text: str, now: float | None = None) -> tuple[str, str] | No
     except (ValueError, OverflowError, OSError):
         return None
     now = time.time() if now is None else now
-    return (found[1], found[2]) if now - 86400 <= when <= now + 366 * 86400 else None
+    return (found[1], found[2]) if now - 86400 <= when else None
 
 
 @dataclass

@@ -13,6 +13,7 @@ exclusively, the others take it shared.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -27,18 +28,27 @@ import pytest
 from tests.sshd import LOGIN_PATH, Sshd, start_sshd
 
 
-def lock_file(name: str) -> str:
-    """A lock of the test cluster this process talks to: two may be up at once, each with tests of its own
-    (``SLURM_CONF`` tells them apart: ci/slurm-cluster/env)."""
-    cluster = re.sub(r"\W+", "_", os.environ.get("SLURM_CONF", "default")).strip("_")
+def lock_file(name: str, slurm_conf: str | None = None) -> str:
+    """A lock of the test cluster this process talks to (or of the one ``slurm_conf`` names): two may be up at
+    once, each with tests of its own (``SLURM_CONF`` tells them apart: ci/slurm-cluster/env)."""
+    conf = slurm_conf or os.environ.get("SLURM_CONF", "default")
+    cluster = re.sub(r"\W+", "_", conf).strip("_")
     return os.path.join(tempfile.gettempdir(), f"ti-slurm-{cluster}-{name}.lock")
 
 
 @pytest.fixture(autouse=True)
 def cluster_turn(request: pytest.FixtureRequest) -> Iterator[None]:
     """Hold the cluster's lock for the test: shared, or exclusive for a ``whole_cluster`` test."""
-    alone = request.node.get_closest_marker("whole_cluster") is not None
-    fd = os.open(lock_file("tests"), os.O_RDWR | os.O_CREAT, 0o600)
+    with turn_on(None, alone=request.node.get_closest_marker("whole_cluster") is not None):
+        yield
+
+
+@contextlib.contextmanager
+def turn_on(slurm_conf: str | None, alone: bool = False) -> Iterator[None]:
+    """The lock of the cluster ``slurm_conf`` names (this process's own: None), shared or ``alone``: a test that
+    uses another cluster too (the two-cluster tests) takes that one's as well, so that cluster's
+    ``whole_cluster`` tests do not run beneath it."""
+    fd = os.open(lock_file("tests", slurm_conf), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import Island
+from tests.cluster.conftest import Island, turn_on
 from tests.conftest import run_cli
 from tests.testcluster import this_cluster
 
@@ -32,7 +32,7 @@ def answers(conf: Path) -> bool:
 
 
 @pytest.fixture
-def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
+def two_clusters(tmp_path: Path, island: Island) -> Iterator[dict[str, str]]:
     """A user config naming both test clusters (``old``: 22.05 through its slurmrestd, in an island of its own;
     ``new``: 25.11 through its slurm.conf and commands) and a third that is down; the environment that reads
     it."""
@@ -50,6 +50,7 @@ def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
     )
     token = subprocess.run(["scontrol", "token", "lifespan=900"], capture_output=True, text=True, check=True)
     (tmp_path / "token").write_text(token.stdout)
+    (tmp_path / "token").chmod(0o600)  # as a user keeps a token (others may not read it)
     down = tmp_path / "down.conf"  # a controller nobody runs: an address no machine has
     down.write_text("ClusterName=gone\nSlurmctldHost=gone(10.99.99.1)\nNodeName=n1\nPartitionName=p Nodes=n1\n")
     (tmp_path / "config" / "ti-slurm").mkdir(parents=True)
@@ -60,7 +61,8 @@ def two_clusters(tmp_path: Path, island: Island) -> dict[str, str]:
         'partition = "debug"\n\n'
         f'[[cluster]]\nname = "gone"\nslurm_conf = "{down}"\n'
     )
-    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    with turn_on(str(CONF_2511)):  # the 25.11 cluster's tests that change every job's world wait meanwhile
+        yield {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
 
 
 @contextlib.contextmanager

@@ -62,7 +62,9 @@ def test_test_only_and_idle_nodes_are_read_as_slurm_prints_them() -> None:
     said_2511 = "sbatch: Job 11648168 to start at 2026-12-05T11:54:55 a using 2 processors on nodes node[01-02] in"
     assert parse_test_only(said_2511 + " partition debug", now) == ("2026-12-05T11:54:55", "debug")
     assert parse_test_only("sbatch: error: Batch job submission failed: Invalid partition name specified") is None
-    for odd in ("0000-01-01T00:00:00", "9999-12-31T23:59:59", "2026-13-45T99:00:00", "soon"):  # no time to trust
+    far = "sbatch: Job 7 to start at 2537-04-25T05:18:53 a using 2 processors on nodes node[01-02] in partition debug"
+    assert parse_test_only(far, now) == ("2537-04-25T05:18:53", "debug")  # 25.11's "when unlimited jobs end"
+    for odd in ("0000-01-01T00:00:00", "1970-01-01T00:00:00", "2026-13-45T99:00:00", "soon"):  # no time to trust
         assert parse_test_only(f"sbatch: Job 5 to start at {odd} using 2 processors in partition debug", now) is None
     sinfo = "debug* idle 2\ndebug* alloc 2\nrdma idle 2\nlowprio alloc 4\n"
     assert parse_idle(sinfo) == {"debug": 2, "rdma": 2, "lowprio": 0}
