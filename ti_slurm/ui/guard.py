@@ -114,24 +114,31 @@ class Guard:
             return PlainTextResponse("forbidden: a change needs the page's CSRF token\n", status_code=403)
         response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
-        given, used, until = self.sessions.get(session or "", (now, now, now))
-        if now - given > ROTATE and until > now + GRACE:  # in use a while (and not rotated yet): a new id
-            assert session is not None
-            self.sessions[session] = (given, used, min(until, now + GRACE))
-            self.set_session(response, self.new_session(now))
+        if session is not None:
+            self.rotate(session, response, now)
         return response
+
+    def rotate(self, session: str, response: Response, now: float) -> None:
+        """A session in use for ROTATE seconds gets a new id in ``response``; the old one works GRACE more."""
+        held = self.sessions.get(session)  # (another request may have ended it meanwhile)
+        if held is None:
+            return
+        given, used, until = held
+        if now - given > ROTATE and until > now + GRACE:  # (a rotated one ends within GRACE: not again)
+            self.sessions[session] = (given, used, now + GRACE)
+            self.set_session(response, self.new_session(now))
 
     def from_own_user(self, request: Request) -> bool:
         client = request.client
         return client is None or self.own_peer(client.host, client.port)
 
-    def own_peer(self, host: str, port: int, server: str = "") -> bool:
+    def own_peer(self, host: str, port: int) -> bool:
         """Whether a client is a process of this console's user (or root): asked of the kernel for a client on
         the loopback address; a client from elsewhere (``--bind``) is the token's business alone."""
         if not host.startswith(LOOPBACK):
             return True
         host = host.removeprefix("::ffff:")  # an IPv4 client of an IPv6 listener: its own socket is IPv4
-        server = server or ("::1" if ":" in host else "127.0.0.1")
+        server = "::1" if ":" in host else "127.0.0.1"
         # asked anew for every connection and request (80 µs): a remembered answer would outlive its socket, and
         # another user may bind the very port a closed connection of this user's had
         return socket_owner((host, port), (server, self.port)) in (self.uid, 0)
