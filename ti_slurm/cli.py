@@ -496,19 +496,18 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    from ti_slurm.clusters import ASK_TIMEOUT, ask_all, free_nodes, known_clusters, open_cluster
+    from ti_slurm.clusters import free_nodes_of, known_clusters
 
     clusters = known_clusters()
     if not clusters:
         print("ti-slurm: no clusters: add [[cluster]] tables to your user config (docs/clusters.md)", file=sys.stderr)
         return 0
-    answers = ask_all(clusters, lambda c: free_nodes(open_cluster(c)))
     rows = []
-    for cluster, answer in zip(clusters, answers, strict=True):
+    for cluster, answer in zip(clusters, free_nodes_of(clusters), strict=True):
         if isinstance(answer, dict):
             said, idle = "yes", " ".join(f"{p}:{n}" for p, n in sorted(answer.items()))
         else:
-            said, idle = "no", getattr(answer, "why", "") or f"no answer within {ASK_TIMEOUT:.0f} s"
+            said, idle = "no", answer
         rows.append([cluster.name, cluster.reached, said, idle])
     print_table(["CLUSTER", "REACHED BY", "ANSWERS", "IDLE NODES PER PARTITION"], rows)
     return 0
@@ -540,7 +539,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     from ti_slurm.job.node import prepare_node
 
     plan, env, component, job_dir = _adhoc(args)
-    _, full = prepare_node(plan, component, job_dir, env)
+    full = prepare_node(plan, component, job_dir, env).env
     if args.format == "json":
         print(json.dumps(env_changes(full, env), indent=2, sort_keys=True))
     else:

@@ -34,12 +34,28 @@ from pathlib import Path
 from typing import Any
 
 from ti_slurm.backends import Backend, JobInfo
+from ti_slurm.client import Job, load, remember_job, submit_to
+from ti_slurm.clusters import estimate_all, find_cluster, known_clusters, open_cluster, pick, with_defaults
 from ti_slurm.core.choices import AUTO_CLUSTER
 from ti_slurm.core.errors import ConfigError, SpecError, SubmissionError, TiSlurmError, UnknownJobError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import PARAM_PREFIX, JobPlan
 from ti_slurm.core.states import JobState, tally, tally_line
+from ti_slurm.follow.follower import statuses_of
+from ti_slurm.follow.queue import FOLLOW_FIRST, FOLLOW_MAX, follow_until_settled
+from ti_slurm.follow.registry import note_cancelled, point_where, recall, recall_sweep, remember_sweep
 from ti_slurm.follow.status import JobStatus
+from ti_slurm.routing import (
+    after_ids,
+    check_host,
+    check_job_id,
+    choose_target,
+    named_cluster,
+    on_cluster_of,
+    open_backend,
+)
+from ti_slurm.submitting.planning import components
+from ti_slurm.submitting.spec import with_after
 
 PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a parameter is a variable's name (TI_SLURM_PARAM_<NAME>)
 LOCAL_MAX_POINTS = 64  # the local runner starts every point at once: a few processes per node of each
@@ -198,7 +214,6 @@ class Sweep:
     @property
     def infos(self) -> list[JobInfo]:
         """Each point's job as the registry has it now (``cancel`` from another process notes it there)."""
-        from ti_slurm.follow.registry import recall
 
         points = [_point_info(self.record, p) for p in self.record["points"]]
         return [recall(info.ref) or info for info in points]
@@ -217,14 +232,11 @@ class Sweep:
     def backend_of(self, info: JobInfo) -> Backend:
         """The backend that reaches point ``info``'s job."""
         if info.cluster not in self.backends:
-            from ti_slurm.clusters import find_cluster, open_cluster
-
             self.backends[info.cluster] = open_cluster(find_cluster(info.cluster), **self.options)
         return self.backends[info.cluster]
 
     def jobs(self) -> list[Any]:
         """Each point's :class:`~ti_slurm.client.Job` (its logs, its own status)."""
-        from ti_slurm.client import Job
 
         return [Job(info, self.backend_of(info)) for info in self.infos]
 
@@ -232,7 +244,6 @@ class Sweep:
         """Every point's status: their records, and one queue answer (shared, at most ``max_age`` old) for all
         the points on one cluster. The points of a cluster that cannot be reached are UNKNOWN, saying why.
         ``ended``: final statuses already known (by point id), not read again (an ended job changes no more)."""
-        from ti_slurm.client import statuses_of
 
         infos = self.infos
         known = ended or {}
@@ -263,7 +274,6 @@ class Sweep:
         """Follow every point until all ended; the final status (failed points raise nothing). The points'
         records are read every few seconds; the queue is asked for all of them at once, backing off to once
         a minute. Past ``timeout`` seconds, a :class:`TimeoutError` (the points keep running)."""
-        from ti_slurm.follow.queue import FOLLOW_FIRST, FOLLOW_MAX, follow_until_settled
 
         interval = FOLLOW_FIRST / 2
 
@@ -279,7 +289,6 @@ class Sweep:
 
     def cancel(self) -> None:
         """Cancel every point still queued or running (a job array at once: ``scancel <array id>``)."""
-        from ti_slurm.follow.registry import note_cancelled
 
         infos = self.infos
         unended = [infos[p.index] for p in self.status().points if not p.status.state.is_terminal]
@@ -295,7 +304,6 @@ class Sweep:
 def _point_info(record: dict[str, Any], point: dict[str, Any]) -> JobInfo:
     """Point ``point``'s job: where a spread sweep's point went is the point's own (its cluster, backend, login
     node and folder), else the sweep's."""
-    from ti_slurm.follow.registry import point_where
 
     job_id = str(point["job_id"])
 
@@ -338,8 +346,6 @@ def sweep(
     start it first (with ``max_parallel`` or ``after``, which Slurm keeps within one cluster, the whole sweep
     goes to the cluster that would start its first point first).
     A bad grid, or one too large for the cluster's ``MaxArraySize``, is one line and nothing is submitted."""
-    from ti_slurm.client import after_ids, check_host, choose_target, load, named_cluster, on_cluster_of
-    from ti_slurm.submitting.spec import with_after
 
     check_host(host)
     grid = grid_points(points) if isinstance(points, Mapping) else checked_points(points)
@@ -359,15 +365,17 @@ def sweep(
             record["submitted"] = time.time()
             _remember(record, infos, spread.backends)
             return Sweep(record, spread.backends, **options)
-    job_spec, chosen, host, named, placement = choose_target(job_spec, target, backend, host, **options)
-    record.update(backend=chosen.name, host=host, cluster=named, placement=placement)
+    submission = uuid.uuid4().hex[:16]
+    to = choose_target(job_spec, target, backend, host, submission=submission, **options)
+    job_spec, chosen, host, named = to.spec, to.backend, to.host, to.cluster
+    record.update(backend=chosen.name, host=host, cluster=named, placement=to.placement)
     if not chosen.queues_jobs and 0 < max_parallel < len(grid):
         why = "the local backend runs every point at once: keeping to a number needs Slurm"
         raise ConfigError("max_parallel", max_parallel, why)
     if not chosen.queues_jobs and len(grid) > LOCAL_MAX_POINTS:  # each point its nodes' processes, all at once
         why = f"the local backend runs every point at once: at most {LOCAL_MAX_POINTS}; sweep on Slurm for more"
         raise ConfigError("sweep", f"{len(grid)} points", why)
-    submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway)
+    submit = _Submit(chosen, job_spec, grid, max_parallel, bool(host), not queue_anyway, submission, to.plan)
     one_array = chosen.job_arrays and not _heterogeneous(job_spec)
     infos = submit.as_array(record) if one_array else submit.each(record)
     record["submitted"] = time.time()  # once Slurm holds every point (see client.submit)
@@ -376,8 +384,6 @@ def sweep(
 
 
 def _heterogeneous(spec: Any) -> bool:
-    from ti_slurm.submitting.planning import components
-
     return len(components(spec)) > 1
 
 
@@ -391,10 +397,11 @@ class _Submit:
     max_parallel: int
     remote: bool
     fit: bool  # refuse a job its partition can never run
+    submission: str  # the array's
+    planned: JobPlan | None = None  # the job as --cluster auto planned it for this cluster (with ``submission``)
 
     def as_array(self, record: dict[str, Any]) -> list[JobInfo]:
         """The sweep as one job array; its points recorded as ``<array id>_<n>``."""
-        from ti_slurm.client import submit_to
 
         grid = self.grid
 
@@ -406,8 +413,8 @@ class _Submit:
                 raise ConfigError("sweep", f"{len(grid)} points", why)
             return plan.replace(points=tuple(grid), max_parallel=self.max_parallel)
 
-        submission = uuid.uuid4().hex[:16]
-        info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape=shape)
+        submission = self.submission
+        info, _ = submit_to(self.backend, self.spec, submission, self.remote, None, self.fit, shape, self.planned)
         record.update(sweep_id=_on_cluster(record.get("cluster"), info.job_id), array=True)
         record["output_dir"] = _output_dir(info)
         record["points"] = [
@@ -437,29 +444,28 @@ class _Spread:
     when it would start it (the points already sent count there), and the point goes to the earliest."""
 
     def __init__(self, spec: Any, grid: list[dict[str, str]], fit: bool, options: dict[str, Any]) -> None:
-        from ti_slurm.clusters import known_clusters
-
         self.spec, self.grid, self.fit, self.options = spec, grid, fit, options
         self.answering = known_clusters()  # a cluster that gives no answer is not asked again for this sweep
         self.clusters = len(self.answering)
         self.backends: dict[str, Backend] = {}
 
     def each(self, record: dict[str, Any]) -> list[JobInfo]:
-        from ti_slurm.clusters import estimate_all, open_cluster, pick, with_defaults
-
         whys: list[str] = []
 
         def point(k: int, infos: list[JobInfo]) -> tuple[JobInfo, dict[str, Any]]:
-            estimates = estimate_all(self.spec, self.answering)
-            target, why = pick(estimates)
+            submission = uuid.uuid4().hex[:16]
+            estimates = estimate_all(self.spec, self.answering, submission)
+            target, why, planned = pick(estimates)
             self.answering = [e.cluster for e in estimates if e.start or not e.why]
             whys.append(why)
             first = target.name not in self.backends
             if first:
                 self.backends[target.name] = open_cluster(target, **self.options)
             backend = self.backends[target.name]
-            spec = with_defaults(self.spec, target)
-            info = _submit_point(backend, spec, bool(target.host), self.fit and first, _at_point(self.grid, k, ""))
+            spec, fit = with_defaults(self.spec, target), self.fit and first
+            info = _submit_point(
+                backend, spec, bool(target.host), fit, _at_point(self.grid, k, ""), submission, planned
+            )
             where = {"cluster": target.name, "backend": backend.name, "host": target.host}
             return info, {**where, "output_dir": _output_dir(info)}
 
@@ -471,11 +477,16 @@ class _Spread:
 
 
 def _submit_point(
-    backend: Backend, spec: Any, remote: bool, fit: bool, shape: Callable[[JobPlan], JobPlan]
+    backend: Backend,
+    spec: Any,
+    remote: bool,
+    fit: bool,
+    shape: Callable[[JobPlan], JobPlan],
+    submission: str = "",
+    planned: JobPlan | None = None,
 ) -> JobInfo:
-    from ti_slurm.client import submit_to
-
-    return submit_to(backend, spec, uuid.uuid4().hex[:16], remote, None, fit, shape=shape)[0]
+    """One point's job (``planned``: as ``--cluster auto`` planned it, with ``submission``)."""
+    return submit_to(backend, spec, submission or uuid.uuid4().hex[:16], remote, None, fit, shape, planned)[0]
 
 
 def _each_point(
@@ -542,8 +553,6 @@ def _params_text(point: Mapping[str, str]) -> str:
 
 def _remember(record: dict[str, Any], infos: list[JobInfo], backends: Mapping[str, Backend]) -> None:
     """Record the sweep and each point as a job (``status``, ``logs``, ``cancel`` of one point find it)."""
-    from ti_slurm.client import remember_job
-    from ti_slurm.follow.registry import remember_sweep
 
     for point in record["points"]:
         info = _point_info(record, point)
@@ -572,8 +581,6 @@ def get_sweep(
     sweep_id: str, *, host: str | None = None, accept_new_host_key: bool = False, ssh_config: str | None = None
 ) -> Sweep | None:
     """The sweep ``sweep_id`` submitted from this account (``None``: it is no sweep of this account's)."""
-    from ti_slurm.client import check_job_id, open_backend
-    from ti_slurm.follow.registry import recall_sweep
 
     check_job_id(sweep_id)
     record = recall_sweep(sweep_id)

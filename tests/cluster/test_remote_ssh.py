@@ -23,7 +23,7 @@ pytest.importorskip("paramiko", reason="the ssh extra is not installed (pip inst
 
 from tests.conftest import ROOT, SmallDisk, processes_matching, run_cli, slurm_partitions
 from tests.sshd import LOGIN_PATH, Sshd, keygen, ssh_config, start_sshd
-from ti_slurm.client import LOG_CHUNK
+from ti_slurm.follow.files import LOG_CHUNK
 
 pytestmark = pytest.mark.usefixtures("cluster")
 

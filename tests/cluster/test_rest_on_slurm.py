@@ -232,3 +232,36 @@ def test_a_job_from_a_host_without_slurm_finds_slurms_commands_on_its_nodes(tmp_
     assert job.result.returncode == 0, job.result.stderr + job.explain()
     assert job.status()["state"] == "COMPLETED", job.explain()
     assert job.logs().count("ran on") == 2
+
+
+def test_every_backend_answers_the_clusters_questions_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clusters`` and ``--cluster auto`` ask backends, never past them: the Slurm commands, pyslurm (where it
+    fits this Slurm) and slurmrestd name the same idle nodes per partition, and each says when a job that fits
+    would start (slurmrestd, which has no test-only submit: now, or not known)."""
+    from ti_slurm.backends.pyslurm import PyslurmBackend, pyslurm_mismatch
+    from ti_slurm.backends.rest import RestBackend
+    from ti_slurm.backends.slurm import SlurmBackend
+    from ti_slurm.submitting.planning import plan_job
+    from ti_slurm.submitting.script import render
+    from ti_slurm.submitting.spec import parse_spec
+
+    monkeypatch.setenv("SLURM_JWT", new_token())
+    backends = {"slurm": SlurmBackend(), "rest": RestBackend(rest_url(), "env")}
+    if not pyslurm_mismatch():
+        backends["pyslurm"] = PyslurmBackend()
+    assert all(b.knows_free_nodes for b in backends.values())
+    for _ in range(10):  # other tests' jobs come and go between the questions: ask until one moment agrees
+        idle = {name: b.idle_nodes() for name, b in backends.items()}
+        if len({tuple(sorted(answer.items())) for answer in idle.values()}) == 1:
+            break
+        time.sleep(1)
+    assert len({tuple(sorted(answer.items())) for answer in idle.values()}) == 1, idle
+    assert "debug" in idle["slurm"] and all(n >= 0 for n in idle["slurm"].values())
+    spec = parse_spec({"mode": "ddp", "nodes": 1, "command": "true", "partition": "debug",
+                       "output_dir": str(tmp_path)})  # fmt: skip
+    plan = plan_job(spec)
+    said = {name: b.start_estimate(plan, render(plan)) for name, b in backends.items()}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", said["slurm"].start), said
+    assert said["rest"].start in ("now", "") and said["rest"].why == "", said
+    if "pyslurm" in said:
+        assert said["pyslurm"].start, said

@@ -14,7 +14,7 @@ import ti_slurm
 from tests.conftest import api_spec as spec
 from tests.conftest import run_cli
 from ti_slurm import JobState, JobStatus
-from ti_slurm.client import LOG_CHUNK
+from ti_slurm.follow.files import LOG_CHUNK
 from ti_slurm.follow.status import progress_line
 
 pytestmark = pytest.mark.usefixtures("own_registry")

@@ -604,3 +604,30 @@ def test_msrun_under_local_is_refused_in_one_line_before_anything_runs(tmp_path:
     assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1, res.stderr
     assert "msrun under --local: every simulated node is this machine" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.yaml"]  # nothing written: no job dir, no msrun logs
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ('[rest]\nurl = 5\n', "rest.url: 5: expected text"),
+        ('[[cluster]]\nnmae = "gpu"\nhost = "login"\n', "cluster.0.nmae: 'gpu': unknown key; did you mean 'name'?"),
+        ('[remote]\nhots = "login"\n', "remote.hots: 'login': unknown key; did you mean 'host'?"),
+        ('backend = "sbatch"\n', "backend: 'sbatch': expected one of: slurm, pyslurm, rest, local"),
+        ('[[notify]]\nurl = "ftp://x"\n', "notify.0.url: 'ftp://x': expected an http:// or https:// URL"),
+    ],
+)
+def test_a_user_config_mistake_is_one_line_naming_the_key_and_nothing_is_submitted(
+    tmp_path: Path, config: str, said: str
+) -> None:
+    """Each key of the user config is checked as the spec's fields are: the file, the key, the value, why (the
+    nearest key for a typo), exit 2, and no job anywhere."""
+    (tmp_path / "config" / "ti-slurm").mkdir(parents=True)
+    path = tmp_path / "config" / "ti-slurm" / "config.toml"
+    path.write_text(config)
+    (tmp_path / "job.yaml").write_text(f"mode: ddp\nnodes: 1\ncommand: touch {tmp_path / 'ran'}\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    res = run_cli("submit", "job.yaml", "--wait", cwd=tmp_path, env=env, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith(f"ti-slurm: error: user config {path}: {said}"), res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "state").exists()

@@ -108,13 +108,14 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
     import json
 
     from ti_slurm import client
+    from ti_slurm.follow import follower as following
     from ti_slurm.follow import queue
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     clock = [1000.0]
-    monkeypatch.setattr(client.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(following.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(queue.time, "time", lambda: clock[0])  # the shared answer ages with it
-    monkeypatch.setattr(client.time, "sleep", lambda s: None)
+    monkeypatch.setattr(following.time, "sleep", lambda s: None)
     record = tmp_path / "job" / "status.jsonl"
     record.parent.mkdir()
     start = {"event": "start", "submission": "s", "mode": "mpi", "components": [{"name": "mpi", "nodes": ["n1"]}]}
@@ -130,7 +131,7 @@ def test_a_follower_asks_nobody_while_the_jobs_record_keeps_growing(
     backend = Backend()
     backend.jobs = {"5": JobInfo("5", state=JobState.RUNNING)}
     job = client.Job(JobInfo("5", "t", "slurm", str(record.parent), submission="s"), backend)  # type: ignore[arg-type]
-    follower = client.Follower(job)
+    follower = job.follower()
     assert follower.status().state is JobState.RUNNING and backend.calls == 1  # asked once: not just submitted
     for _ in range(10):  # ten minutes of a healthy job: a line a minute, no query
         clock[0] += 60
@@ -150,7 +151,7 @@ def test_a_job_is_pending_when_another_process_asked_the_queue_while_it_was_bein
 ) -> None:
     """Seen on the test cluster: a queue answer asked while sbatch ran (without the new job) was taken for the
     job's own, so ``cancel`` said it had already ended. The job counts as submitted once Slurm holds it."""
-    from ti_slurm import client
+    from ti_slurm import client, routing
 
     class SubmittedMeanwhile(CountingSlurm):
         def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
@@ -161,7 +162,7 @@ def test_a_job_is_pending_when_another_process_asked_the_queue_while_it_was_bein
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     backend = SubmittedMeanwhile()
-    monkeypatch.setattr(client, "open_backend", lambda *args, **kwargs: backend)
+    monkeypatch.setattr(routing, "open_backend", lambda *args, **kwargs: backend)
     job = client.submit({"mode": "ddp", "nodes": 1, "command": "true", "output_dir": str(tmp_path / "out")})
     assert job.status().state is JobState.PENDING
     assert backend.calls == 2  # the answer asked during the submit was asked again

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from tests.factories import plan_from
-from ti_slurm.backends.rest import RENEW_BEFORE, Tokens, refused_token, token_from_text, token_renewal
+from ti_slurm.backends.rest import RENEW_BEFORE, Tokens, refused_token, token_renewal
 from ti_slurm.core.environ import SUPERVISOR_TIMES_SIGNAL
 from ti_slurm.core.errors import BackendError, ConfigError
 from ti_slurm.slurm import rest
-from ti_slurm.slurm.text import mem_bytes
+from ti_slurm.slurm.text import mem_bytes, token_from_text
 
 
 def jwt(**claims: object) -> str:
@@ -125,7 +125,7 @@ def test_a_multi_role_plan_is_one_description_per_component() -> None:
 
 def test_the_user_config_names_the_backend_and_slurmrestd(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from ti_slurm.backends.rest import RestBackend
-    from ti_slurm.client import default_backend
+    from ti_slurm.routing import default_backend
 
     (tmp_path / "ti-slurm").mkdir()
     config = tmp_path / "ti-slurm" / "config.toml"
@@ -137,7 +137,8 @@ def test_the_user_config_names_the_backend_and_slurmrestd(tmp_path, monkeypatch)
     backend = RestBackend()
     assert backend.client.url == "unix:/run/slurmrestd.sock" and backend.client.tokens.source == "env"
     config.write_text('backend = "sbatch"\n')
-    with pytest.raises(ConfigError, match=r"backend = 'sbatch': expected one of"):
+    said = r"config.toml: backend: 'sbatch': expected one of: slurm, pyslurm, rest, local \(see docs/reference/"
+    with pytest.raises(ConfigError, match=said):
         default_backend()
     (tmp_path / "site.toml").write_text('rest_url = "ftp://x"\n')
     config.write_text("")

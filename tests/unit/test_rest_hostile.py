@@ -15,6 +15,7 @@ import pytest
 from ti_slurm.backends import rest as rest_backend
 from ti_slurm.backends.rest import RestBackend
 from ti_slurm.core.errors import BackendError
+from ti_slurm.submitting.spec import parse_spec
 
 OPENAPI = {"paths": {"/slurm/v0.0.41/jobs": {}}}
 Answer = Callable[[http.server.BaseHTTPRequestHandler], None]
@@ -124,13 +125,14 @@ def test_an_answer_of_another_shape_is_one_line(fake_slurmrestd, body: object) -
 
 
 def test_under_cluster_auto_an_odd_answer_is_named_with_what_was_wrong(fake_slurmrestd, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ti_slurm.clusters import Cluster, estimate
+    from ti_slurm.clusters import Cluster, estimate_all
 
     monkeypatch.setenv("SLURM_JWT", "eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjE5MDAwMDAwMDB9.c2ln")
     answers = with_version(**{"/slurm/v0.0.41/nodes": json_answer({"nodes": [["node01"]]}),
                               "/slurm/v0.0.41/partitions": json_answer({"partitions": 7})})  # fmt: skip
     url = fake_slurmrestd(answers)
     started = time.monotonic()
-    found = estimate(Cluster("odd", rest_url=url, rest_token="env"), "#!/bin/sh\n", 1, "debug")
+    spec = parse_spec({"mode": "ddp", "nodes": 1, "command": "true", "partition": "debug"})
+    (found,) = estimate_all(spec, [Cluster(name="odd", rest_url=url, rest_token="env")])
     assert found.start == "" and found.why.startswith(f"slurmrestd at {url} answered in a shape"), found.why
     assert time.monotonic() - started < 5  # it answered at once: not "no answer within 8 s"

@@ -8,6 +8,7 @@ dependency) and under ``if TYPE_CHECKING:`` (a type is one too). The package's f
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -95,8 +96,11 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 
 # The layers, bottom first: a module imports only from its own layer or those below it. The kernel and
-# Slurm's text serve every side; the in-job side (`job/`) needs nothing of the submit side; the faces (the
-# API, the CLI, sweeps, clusters, the console, the help made from the code) sit on top of everything.
+# Slurm's text serve every side; the in-job side (`job/`) needs nothing of the submit side. Above the
+# following sit the faces, in three steps: where a job goes (the clusters' tables and choice, the routing of a
+# submit), the API (a job's handle, submit, sweeps), and what users touch (the CLI, the console, the help made
+# from the code, the package's facade). A module right below `ti_slurm/` is placed by its name: a new one fails
+# `test_every_root_module_is_placed_by_name` until it is.
 LAYERS = [
     ("kernel", ["ti_slurm.core", "ti_slurm.version"]),
     ("Slurm's text and requests", ["ti_slurm.slurm"]),
@@ -106,16 +110,27 @@ LAYERS = [
     ("backends", ["ti_slurm.backends"]),
     ("following", ["ti_slurm.follow"]),
     ("admin", ["ti_slurm.admin"]),
-    ("faces", ["ti_slurm", "ti_slurm.client", "ti_slurm.sweeps", "ti_slurm.clusters", "ti_slurm.terminal",
-               "ti_slurm.cli", "ti_slurm.ui", "ti_slurm.help"]),
+    ("where a job goes", ["ti_slurm.clusters", "ti_slurm.routing"]),
+    ("the API", ["ti_slurm.client", "ti_slurm.sweeps"]),
+    ("what users touch", ["ti_slurm", "ti_slurm.__main__", "ti_slurm.cli", "ti_slurm.terminal", "ti_slurm.ui",
+                          "ti_slurm.help"]),
 ]
+ROOT = "ti_slurm"  # the facade: placed by its own name only, never as every module's prefix
 
 
 def layer_of(module: str) -> int:
     """The index in LAYERS of the longest prefix naming ``module``'s folder or module."""
     found = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
-             if module == prefix or module.startswith(prefix + ".")]
+             if module == prefix or (prefix != ROOT and module.startswith(prefix + "."))]
+    assert found, f"{module} is in no layer of LAYERS"
     return max(found)[1]
+
+
+def test_every_root_module_is_placed_by_name() -> None:
+    roots = {name for name, path in MODULES.items() if path.parent == PACKAGE}
+    placed = {prefix for _, prefixes in LAYERS for prefix in prefixes}
+    assert roots - placed == set()
+    assert {"ti_slurm.client", "ti_slurm.cli", "ti_slurm.routing"} <= roots
 
 
 def test_every_module_imports_only_its_own_layer_or_those_below() -> None:
@@ -127,6 +142,49 @@ def test_every_module_imports_only_its_own_layer_or_those_below() -> None:
     ]
     assert upward == []
     assert layer_of("ti_slurm.job.supervisor.loop") == 2 and layer_of("ti_slurm.cli") == len(LAYERS) - 1
+    assert layer_of("ti_slurm.routing") < layer_of("ti_slurm.client") < layer_of("ti_slurm.ui.app")
+
+
+def source_of(module: str) -> ast.AST:
+    return ast.parse(MODULES[module].read_text())
+
+
+def test_the_clusters_face_asks_backends_and_never_reaches_past_them() -> None:
+    """``clusters.py`` keeps the tables and the choice: what a cluster answers comes through the backend
+    protocol (its capabilities), never by checking a backend's type or running its commands."""
+    tree = source_of("ti_slurm.clusters")
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert "isinstance" not in calls
+    assert attributes.isdisjoint({"transport", "command", "run", "client", "stdout"})
+    assert not imported_modules("ti_slurm.clusters", tree) & {"ti_slurm.transports", "ti_slurm.backends.slurm",
+                                                              "ti_slurm.backends.rest", "ti_slurm.backends.pyslurm"}
+
+
+SLURM_TIME = re.compile(r"strptime|fromisoformat")  # a time read (strftime writes one: fine)
+SLURM_FORMAT = re.compile(r"(%[A-Za-z.0-9]+[ |])+%[A-Za-z]+")  # sinfo/squeue -o "%P %t %D"
+SLURM_PHRASES = ("to start at", "No jobs in the system", "Task launch for", "Submitted batch job", "SLURM_JWT=")
+
+
+def test_slurms_text_is_read_in_slurm_only() -> None:
+    """Every format ti-slurm asks Slurm's commands for, every phrase of theirs it looks for and every time it
+    reads from them is in ``slurm/`` (checked against recordings of both releases there), nowhere else."""
+    outside = []
+    for name, path in MODULES.items():
+        if name.startswith("ti_slurm.slurm"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+            text = node.attr if isinstance(node, ast.Attribute) else text
+            if text is None:
+                continue
+            if SLURM_TIME.search(text) or SLURM_FORMAT.fullmatch(text.strip()):
+                outside.append(f"{name}: {text!r}")
+            outside += [f"{name}: {text!r}" for phrase in SLURM_PHRASES if phrase in text and name not in REDACTS]
+    assert outside == []
+
+
+REDACTS = {"ti_slurm.backends.rest"}  # hides SLURM_JWT= values in what it shows: it reads no token from Slurm
 
 
 def definitions() -> list[tuple[str, ast.AST]]:

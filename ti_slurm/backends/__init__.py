@@ -7,9 +7,14 @@ connection), ``pyslurm`` (optional, docs/admin.md), ``rest`` (slurmrestd, docs/r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ti_slurm.backends.base import Backend, JobInfo
 from ti_slurm.core.choices import BACKENDS
 from ti_slurm.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ti_slurm.backends.ssh import SSHBackend
 
 __all__ = ["BACKENDS", "Backend", "JobInfo", "get_backend"]
 
@@ -25,12 +30,7 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
 
         return SlurmBackend()
     if name == "ssh":
-        try:
-            from ti_slurm.backends.ssh import SSHBackend
-            from ti_slurm.transports.ssh import SSHSession, parse_target
-        except ImportError:
-            raise ConfigError("host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
-        return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))
+        return ssh_backend(host, accept_new_host_key, ssh_config)
     if name == "pyslurm":
         from ti_slurm.backends.pyslurm import PyslurmBackend
 
@@ -40,3 +40,13 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
 
         return RestBackend()
     raise ConfigError("backend", name, f"expected one of: {', '.join(BACKENDS)}")
+
+
+def ssh_backend(host: str, accept_new_host_key: bool = False, ssh_config: str | None = None) -> SSHBackend:
+    """The Slurm commands over SSH on login node ``host``; one line when paramiko is missing."""
+    try:
+        from ti_slurm.backends.ssh import SSHBackend
+        from ti_slurm.transports.ssh import SSHSession, parse_target
+    except ImportError:
+        raise ConfigError("host", host, "remote submission needs paramiko: pip install 'ti-slurm[ssh]'") from None
+    return SSHBackend(SSHSession(parse_target(host, ssh_config), accept_new_host_key, ssh_config))

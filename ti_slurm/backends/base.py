@@ -38,6 +38,14 @@ class JobInfo:
         return f"{self.cluster}:{self.job_id}" if self.cluster else self.job_id
 
 
+@dataclass(frozen=True)
+class StartEstimate:
+    """When a scheduler would start a job (``--cluster auto`` compares them)."""
+
+    start: str = ""  # "now", or Slurm's time (2026-12-05T11:30:00); "" when not known
+    why: str = ""  # why it is not known (what the scheduler said instead)
+
+
 class Backend(Protocol):
     """Submit, watch and stop jobs somewhere. Only backends touch the world.
 
@@ -49,6 +57,7 @@ class Backend(Protocol):
     queues_jobs: bool  # a scheduler queues jobs (a sweep may keep to max_parallel, any number of points)
     job_arrays: bool  # a sweep may be one job array (its points the array's tasks)
     finds_jobs_by_id: bool  # the scheduler knows a job's directory from its id (no local record needed)
+    knows_free_nodes: bool  # idle_nodes() and start_estimate() answer (`clusters`, `--cluster auto`)
 
     def submit(self, plan: JobPlan, script: str, check_fit: bool = True) -> JobInfo:
         """Create the output directory, submit a rendered job; return its id and job directory.
@@ -116,6 +125,15 @@ class Backend(Protocol):
 
     def batch_log(self, paths: JobPaths) -> str:
         """The job file where the batch script's own output goes (a job that ended without a record: why)."""
+        ...
+
+    def idle_nodes(self) -> dict[str, int]:
+        """Idle nodes per partition (every partition named); with ``knows_free_nodes`` only."""
+        ...
+
+    def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
+        """When the scheduler would start the job (``plan``, rendered as ``script``) were it submitted now;
+        with ``knows_free_nodes`` only."""
         ...
 
 

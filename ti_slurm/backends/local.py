@@ -14,6 +14,7 @@ import time
 
 from ti_slurm.backends.base import (
     JobInfo,
+    StartEstimate,
     SubmitsInOneStep,
     make_output_dir,
 )
@@ -52,6 +53,7 @@ def local_job_number(plan: JobPlan, output_dir: str, start: int, tries: int = 64
     lo, hi = plan.port_range
     raise SubmissionError(f"port_min..port_max {lo}-{hi}: no free ports for a local job after {tries} tries")
 
+
 NO_MSRUN = (
     "msrun under --local: every simulated node is this machine, and each node's msrun would start its own"
     " scheduler on the one port; leave msrun out under --local (mode: mindspore runs the scheduler), or"
@@ -67,6 +69,7 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
 
     name = "local"
     queues_jobs = job_arrays = finds_jobs_by_id = False  # every job starts at once, as processes here
+    knows_free_nodes = False  # no partitions: a job always starts now
 
     def batch_log(self, paths: JobPaths) -> str:
         return paths.supervisor_log  # the supervisor runs in place of the batch script
@@ -125,3 +128,9 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
 
     def find_job_dir(self, job_id: str) -> str | None:
         return None  # a local job is known only from this account's registry
+
+    def idle_nodes(self) -> dict[str, int]:
+        return {}  # knows_free_nodes is False: no partitions here
+
+    def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
+        return StartEstimate("now")  # every local job starts at once

@@ -33,7 +33,7 @@ from ti_slurm.core.environ import job_environment, leaking
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
-from ti_slurm.slurm.request import MANAGED, USE_INSTEAD, Value, component_options
+from ti_slurm.slurm.request import MANAGED, PYSLURM, USE_INSTEAD, Value, component_options, description_field
 from ti_slurm.slurm.text import array_task_ids, parse_version, sinfo_text
 from ti_slurm.transports import run_local
 
@@ -99,26 +99,11 @@ def job_description(plan: JobPlan, script: str, environ: Mapping[str, str], know
     return fields
 
 
-# ti-slurm's own options (ti_slurm.slurm.request.MANAGED) that are one pyslurm field with the value as it is
-OWN_FIELDS: dict[str, str] = {
-    "job-name": "name",
-    "output": "standard_output",
-    "comment": "comment",
-    "array": "array",
-    "dependency": "dependencies",
-    "cpus-per-task": "cpus_per_task",
-    "mem": "memory_per_node",
-    "account": "account",
-    "qos": "qos",
-    "time": "time_limit",
-    "open-mode": "log_files_open_mode",
-}
-
-
 def own_fields(name: str, value: Value, options: Mapping[str, Value]) -> dict[str, Any]:
     """pyslurm's fields for one of ti-slurm's own options (``options``: the component's others)."""
-    if name in OWN_FIELDS:
-        return {OWN_FIELDS[name]: value}
+    field = description_field(name, PYSLURM)
+    if field is not None:
+        return {field: value}
     text = str(value)
     if name == "nodes":  # a count, or a range as sbatch writes it: "6-8"
         return {"nodes": int(text) if text.isdigit() else text}
@@ -156,40 +141,13 @@ FLAG_FIELDS: dict[str, tuple[str, object]] = {
 }
 
 
-# ... and those that take the spec's value as it is (as sbatch would read it): option -> field
-VALUE_FIELDS: dict[str, str] = {
-    "begin": "begin_time",
-    "constraint": "constraints",
-    "cpus-per-gpu": "cpus_per_gpu",
-    "deadline": "deadline",
-    "distribution": "distribution",
-    "exclude": "excluded_nodes",
-    "gpus-per-task": "gpus_per_task",
-    "licenses": "licenses",
-    "mail-type": "mail_types",
-    "mail-user": "mail_user",
-    "mem-per-cpu": "memory_per_cpu",
-    "mem-per-gpu": "memory_per_gpu",
-    "mincpus": "min_cpus_per_node",
-    "network": "network",
-    "nice": "nice",
-    "nodelist": "required_nodes",
-    "priority": "priority",
-    "reservation": "reservations",
-    "threads-per-core": "threads_per_core",
-    "time-min": "time_limit_min",
-    "tmp": "temporary_disk_per_node",
-    "wckey": "wckey",
-}
-
-
 def sbatch_fields(options: Mapping[str, object], known: frozenset[str]) -> dict[str, Any]:
     """The spec's extra sbatch options as pyslurm fields; one that pyslurm cannot set is one line."""
     out: dict[str, Any] = {}
     for name, value in sorted(options.items()):
         if value is False:
             continue
-        field, fixed = FLAG_FIELDS.get(name, (VALUE_FIELDS.get(name, ""), None))
+        field, fixed = FLAG_FIELDS.get(name, (description_field(name, PYSLURM) or "", None))
         if not field or field not in known:
             raise ConfigError(f"sbatch.{name}", value, f"the pyslurm backend cannot pass this option; {USE_INSTEAD}")
         if fixed is not None:
@@ -274,6 +232,19 @@ class PyslurmBackend(SlurmBackend):
         ]
         gres = {name: ",".join(f"{k}:{v}" for k, v in (n.configured_gres or {}).items()) for name, n in nodes.items()}
         return sinfo_text(rows, gres)
+
+    def idle_nodes(self) -> dict[str, int]:
+        """Idle nodes per partition, from one load of the partitions and the nodes (as ``sinfo %t``: a node
+        that is idle and nothing else)."""
+        try:
+            parts = self.pyslurm.Partitions.load()
+            nodes = self.pyslurm.Nodes.load()
+        except self.pyslurm.RPCError as exc:
+            raise self.rpc_error("loading the nodes", exc) from None
+        from ti_slurm.core.hostlist import expand
+
+        idle = {name for name, node in nodes.items() if str(node.state or "").upper() == "IDLE"}
+        return {p.name: len(idle.intersection(expand(p.nodes) if p.nodes else [])) for p in parts.values()}
 
     def load_jobs(self) -> list[Any]:
         """This user's jobs the controller holds: one RPC."""

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, make_output_dir
+from ti_slurm.backends.base import ControllerQueue, JobInfo, StartEstimate, SubmitsInOneStep, make_output_dir
 from ti_slurm.backends.slurm import add_queue_entry
 from ti_slurm.core.environ import job_environment
 from ti_slurm.core.errors import BackendError, ConfigError, SubmissionError, TiSlurmError
@@ -41,7 +41,7 @@ from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.slurm import rest
-from ti_slurm.slurm.text import array_task_ids
+from ti_slurm.slurm.text import array_task_ids, token_from_text
 from ti_slurm.transports import LocalTransport, run_capped
 
 TIMEOUT = 15.0  # seconds a request may take
@@ -82,17 +82,6 @@ def without_tokens(text: str, *known: str) -> str:
     return re.sub(r"(SLURM_JWT=)\S+", r"\1" + SHOWN_AS, text)
 
 
-def token_from_text(text: str) -> str:
-    """The token in ``scontrol token``'s output (``SLURM_JWT=...``) or in a file holding just the token."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("SLURM_JWT="):
-            return line.split("=", 1)[1]
-        if line and "=" not in line:
-            return line
-    return ""
-
-
 class Tokens:
     """Where tokens come from, as the site config's ``rest_token`` says: ``env`` (``SLURM_JWT``), ``file:PATH``,
     ``command:ARGV`` (run again before the token expires), or ``auto``: ``SLURM_JWT`` when set, else
@@ -130,8 +119,10 @@ class Tokens:
         if not token:
             raise BackendError(f"slurmrestd needs a token and {self.where()} gave none: {NEW_TOKEN}")
         if not TOKEN.fullmatch(token):
-            raise BackendError(f"{self.where()} gave no token: what it gave holds characters no token has"
-                               f" (binary output?); {NEW_TOKEN}")
+            raise BackendError(
+                f"{self.where()} gave no token: what it gave holds characters no token has"
+                f" (binary output?); {NEW_TOKEN}"
+            )
         self.token, self.renew_at = token, token_renewal(token)
         return token
 
@@ -163,8 +154,11 @@ class Tokens:
             raise ConfigError("rest_token", self.source, f"the file is over {TOKEN_BYTES_AT_MOST} bytes: no token")
         if mode & 0o077 and not self.warned:
             self.warned = True
-            warnings.warn(f"rest_token: {path} has mode {stat.filemode(mode)}: others may read your token;"
-                          f" chmod 600 it", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"rest_token: {path} has mode {stat.filemode(mode)}: others may read your token; chmod 600 it",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         return data.decode(errors="replace")
 
     def from_command(self, argv: list[str]) -> str:
@@ -207,8 +201,12 @@ class RestClient:
 
     def __init__(self, url: str, tokens: Tokens, user: str) -> None:
         if not url:
-            raise ConfigError("rest_url", url, "the rest backend needs slurmrestd's address (http://host:6820 or"
-                              " unix:/path) in the site config or user config")
+            raise ConfigError(
+                "rest_url",
+                url,
+                "the rest backend needs slurmrestd's address (http://host:6820 or"
+                " unix:/path) in the site config or user config",
+            )
         self.url, self.tokens, self.user = url.rstrip("/"), tokens, user
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https", "unix"):
@@ -236,15 +234,19 @@ class RestClient:
             if not auth or not refused_token(status, payload):
                 break
             if retry or not self.tokens.renewable():
-                raise BackendError(f"slurmrestd at {self.url} refused the token from {self.tokens.where()}"
-                                   f" (expired or revoked): {NEW_TOKEN}")
+                raise BackendError(
+                    f"slurmrestd at {self.url} refused the token from {self.tokens.where()}"
+                    f" (expired or revoked): {NEW_TOKEN}"
+                )
             self.tokens.token = ""  # ask for a fresh one
         if status >= 400:  # (a 2xx answer may carry notes as errors: a held job's "pending scheduler release")
             said = without_tokens(rest.error_text(payload), self.tokens.token) if isinstance(payload, dict) else ""
             raise BackendError(f"slurmrestd {method} {path} failed: {said or f'HTTP {status}'}")
         if not isinstance(payload, dict):
-            raise BackendError(f"slurmrestd at {self.url} answered {method} {path} with a JSON"
-                               f" {type(payload).__name__}, not an object: is it slurmrestd?")
+            raise BackendError(
+                f"slurmrestd at {self.url} answered {method} {path} with a JSON"
+                f" {type(payload).__name__}, not an object: is it slurmrestd?"
+            )
         return payload
 
     def send(self, method: str, path: str, body: Mapping[str, Any] | None, auth: bool) -> tuple[int, Any]:
@@ -266,8 +268,10 @@ class RestClient:
             if late.passed:  # cut off: what was read is not the whole answer
                 raise OSError("cut off")
         except AnswerTooLarge:
-            raise BackendError(f"slurmrestd at {self.url} answered {method} {path} with more than"
-                               f" {ANSWER_BYTES_AT_MOST >> 20} MiB: not read") from None
+            raise BackendError(
+                f"slurmrestd at {self.url} answered {method} {path} with more than"
+                f" {ANSWER_BYTES_AT_MOST >> 20} MiB: not read"
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             if late is not None and late.passed:
                 raise BackendError(f"slurmrestd at {self.url} did not answer within {ANSWER_WITHIN:g} s") from None
@@ -359,9 +363,11 @@ def read_answers(method: Method) -> Method:
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
             if isinstance(exc, TiSlurmError):
                 raise
-            raise BackendError(f"slurmrestd at {self.client.url} answered in a shape ti-slurm does not know"
-                               f" ({type(exc).__name__}: {without_tokens(str(exc))[:120]}): is it slurmrestd"
-                               f" {', '.join(rest.KNOWN)}?") from None
+            raise BackendError(
+                f"slurmrestd at {self.client.url} answered in a shape ti-slurm does not know"
+                f" ({type(exc).__name__}: {without_tokens(str(exc))[:120]}): is it slurmrestd"
+                f" {', '.join(rest.KNOWN)}?"
+            ) from None
 
     return reading  # type: ignore[return-value]
 
@@ -370,17 +376,17 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
     """Slurm through slurmrestd."""
 
     name = "rest"
-    queues_jobs = job_arrays = finds_jobs_by_id = True
+    queues_jobs = job_arrays = finds_jobs_by_id = knows_free_nodes = True
 
     def __init__(self, url: str | None = None, token_source: str | None = None, user: str | None = None) -> None:
         import getpass
 
         from ti_slurm.core.site import load_site_config
-        from ti_slurm.submitting.userconfig import user_rest
+        from ti_slurm.submitting.userconfig import read_user_config
 
-        site, own = load_site_config(), user_rest()  # the user's [rest] table over the site's keys
-        url = url if url is not None else own.get("url") or site.rest_url
-        token_source = token_source if token_source is not None else own.get("token") or site.rest_token
+        site, own = load_site_config(), read_user_config().rest  # the user's [rest] table over the site's keys
+        url = url if url is not None else own.url or site.rest_url
+        token_source = token_source if token_source is not None else own.token or site.rest_token
         self.client = RestClient(url, Tokens(token_source), user or getpass.getuser())
         self.transport = LocalTransport()  # the job's files: on the shared filesystem, as for the Slurm backend
         self.queue_key = self.client.url  # two servers' queues never share an answer
@@ -415,8 +421,10 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             raise failures[-1]  # neither was answered: why (no token, a refused one, no server), not "no version"
         if chosen is None:
             have = ", ".join(served) or "no slurm API version"
-            raise BackendError(f"slurmrestd at {self.client.url} serves {have}; ti-slurm needs one of"
-                               f" {', '.join(rest.KNOWN)} (Slurm 22.05 or later)")
+            raise BackendError(
+                f"slurmrestd at {self.client.url} serves {have}; ti-slurm needs one of"
+                f" {', '.join(rest.KNOWN)} (Slurm 22.05 or later)"
+            )
         return chosen
 
     def api(self, path: str) -> str:
@@ -484,6 +492,16 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
                     out[part] = out.get(part, 0) + (self.dialect.read_number(job.get("node_count")) or 1)
         return out
 
+    def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
+        """No test-only submit in the API: "now" when the job's partition has its nodes idle (less those pending
+        jobs ask for: a job just submitted is not yet shown on its nodes), else not known."""
+        idle, waiting = self.idle_nodes(), self.pending_nodes()
+        free = {name: n - waiting.get(name, 0) for name, n in idle.items()}
+        partition = plan.partition or plan.components[0].partition or ""
+        room = free.get(partition) if partition else max(free.values(), default=0)
+        nodes = sum(c.nodes for c in plan.components)
+        return StartEstimate("now" if room is not None and room >= nodes else "", "" if free else "no answer")
+
     def max_array_size(self) -> int | None:
         return None  # not in the API: a sweep larger than MaxArraySize is refused by Slurm at submit
 
@@ -508,9 +526,12 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
             task = read(job.get("array_task_id"))
             tasks = job.get("array_task_string", "") if task is None else task
             for key in array_task_ids(read(job.get("array_job_id")) or "", tasks) or [job_id]:
-                add_queue_entry(out, JobInfo(key, entry.name, self.name, nodes=entry.nodes,
-                                             dependency=entry.dependency),
-                                self.dialect.state(job), str(job.get("state_reason", "")))
+                add_queue_entry(
+                    out,
+                    JobInfo(key, entry.name, self.name, nodes=entry.nodes, dependency=entry.dependency),
+                    self.dialect.state(job),
+                    str(job.get("state_reason", "")),
+                )
         return out
 
     @read_answers

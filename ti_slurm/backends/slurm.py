@@ -17,22 +17,28 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ti_slurm.backends.base import ControllerQueue, JobInfo, SubmitsInOneStep, make_output_dir
+from ti_slurm.backends.base import ControllerQueue, JobInfo, StartEstimate, SubmitsInOneStep, make_output_dir
 from ti_slurm.core.errors import BackendError, SubmissionError
 from ti_slurm.core.paths import JobPaths
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.slurm.text import (
+    CLUSTERS_ARGV,
     COMMENTS_FORMAT,
+    IDLE_FORMAT,
     PARTITIONS_FORMAT,
     array_task_ids,
     no_controller,
+    no_jobs,
     output_dir,
     owner_uid,
+    parse_cluster_names,
     parse_comments,
     parse_config,
+    parse_idle,
     parse_job_id,
     parse_partitions,
+    parse_test_only,
     show_job_records,
     value,
 )
@@ -122,7 +128,7 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
     """The Slurm command-line tools, here or through a runner (SSH)."""
 
     name = "slurm"
-    queues_jobs = job_arrays = finds_jobs_by_id = True
+    queues_jobs = job_arrays = finds_jobs_by_id = knows_free_nodes = True
     queue_key = ""  # what tells this controller's shared queue answers apart (a cluster's slurm.conf)
 
     def __init__(self, transport: Transport | None = None, slurm_cluster: str = "") -> None:
@@ -191,6 +197,24 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         text = shared_text(self.answer_key("max-array-size"), PARTITIONS_MAX_AGE, ask)
         return int(text) if text and text.isdigit() else None
 
+    def idle_nodes(self) -> dict[str, int]:
+        return parse_idle(self._ok(self.command("sinfo", "-h", "-o", IDLE_FORMAT)))
+
+    def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
+        """``sbatch --test-only`` with the job's own script."""
+        import time
+
+        done = self.run(self.command("sbatch", "--test-only"), script)
+        found = parse_test_only(done.stdout + done.stderr, time.time())
+        if found is not None:
+            return StartEstimate(found[0])
+        said = (done.stderr or done.stdout).strip().splitlines()
+        return StartEstimate("", said[-1] if said else f"sbatch --test-only exited {done.returncode}")
+
+    def slurm_clusters(self) -> list[str]:
+        """The clusters of the Slurm multi-cluster setup these commands are in (``sacctmgr list clusters``)."""
+        return parse_cluster_names(self._ok(list(CLUSTERS_ARGV)))
+
     def user_queue(self) -> dict[str, JobInfo]:
         """Every job of this user the controller still holds (ended ones too, with Slurm's verdict).
 
@@ -199,7 +223,7 @@ class SlurmBackend(ControllerQueue, SubmitsInOneStep):
         """
         res = self.run(["sh", "-c", 'id -u && exec "$@"', "sh", *self.command("scontrol", "-o", "show", "job")], None)
         uid, _, jobs = res.stdout.partition("\n")
-        if res.returncode != 0 and "No jobs in the system" in res.stdout + res.stderr:
+        if res.returncode != 0 and no_jobs(res.stdout + res.stderr):
             return {}
         checked_stdout(res, "scontrol show job")
         return parse_scontrol_jobs(jobs, int(uid))

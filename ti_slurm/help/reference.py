@@ -16,7 +16,7 @@ from typing import Any
 
 from ti_slurm.help.schema import schema_text
 
-PAGES = ("spec.md", "cli.md", "site-config.md", "variables.md", "spec.schema.json")
+PAGES = ("spec.md", "cli.md", "site-config.md", "user-config.md", "variables.md", "spec.schema.json")
 
 
 # -- the spec -------------------------------------------------------------------------------------------
@@ -165,6 +165,56 @@ def site_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- the user config ------------------------------------------------------------------------------------
+def user_config_page() -> str:
+    from ti_slurm.submitting.userconfig import UserConfig
+
+    lines = [
+        "# User config keys",
+        "",
+        "<!-- made by `python -m ti_slurm.help.reference docs/reference`"
+        " from ti_slurm/submitting/userconfig.py: edit there -->",
+        "",
+        "`$XDG_CONFIG_HOME/ti-slurm/config.toml` (`~/.config/ti-slurm/config.toml`): your own defaults; every key",
+        "is optional. A mistake is one line naming the file and the key (`did you mean` for a typo), and nothing",
+        "is submitted. How to use them: [Remote submission](../remote.md), [slurmrestd](../rest.md),",
+        "[Several clusters](../clusters.md), [Notifications](../notifications.md).",
+        "",
+        "| key | default | what it does | example |",
+        "|---|---|---|---|",
+    ]
+    for name, info in UserConfig.model_fields.items():
+        table = _model_of(info.annotation)
+        if table is None or name == "notify":
+            lines.append(_key_row(name, info))
+            continue
+        lines.append(f"| `{name}` | | {_plain(table.__doc__)} | |")
+        for key, inner in table.model_fields.items():
+            lines.append(_key_row(f"{name}.{key}" if name != "cluster" else f"cluster[].{key}", inner))
+    return "\n".join(lines) + "\n"
+
+
+def _plain(text: str | None) -> str:
+    """A docstring as one Markdown line."""
+    return " ".join((text or "").split()).replace("``", "`").replace("|", "&#124;")
+
+
+def _model_of(annotation: Any) -> Any:
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
+def _key_row(name: str, info: Any) -> str:
+    default = "required" if info.is_required() else _default(info)
+    example = f"`{json.dumps(info.examples[0])}`" if info.examples else ""
+    return f"| `{name}` | {default} | {_plain(info.description)} | {example} |"
+
+
 # -- the variables ---------------------------------------------------------------------------------------
 def variables_page() -> str:
     from ti_slurm.job.contract import COMMON_NAMES
@@ -200,6 +250,7 @@ def pages() -> dict[str, str]:
         "spec.md": spec_page(),
         "cli.md": cli_page(),
         "site-config.md": site_page(),
+        "user-config.md": user_config_page(),
         "variables.md": variables_page(),
         "spec.schema.json": schema_text(),
     }

@@ -1,6 +1,9 @@
 """The platform contract: the environment each node of a job sees.
 
-``node_contract(plan, env, component, job_dir)`` is a pure function of the plan and
+``whole_contract(plan, env, component, job_dir)`` is the one call that builds a node's whole contract (the
+attempt's plan, the contract's variables and files, the command's full environment, the folders it needs);
+``job/node.py`` does what it says (folders, files, the command), ``ti-slurm env`` and ``node --dry-run`` print
+its environment. Its core, ``node_contract(plan, env, component, job_dir)``, is a pure function of the plan and
 Slurm's own variables (``SLURM_JOB_NODELIST[_HET_GROUP_<n>]``,
 ``SLURM_NODEID``, ``SLURM_JOB_ID``, ``SLURM_JOB_PARTITION``). It runs in every
 job step, so it imports only the standard library and its siblings.
@@ -89,6 +92,31 @@ class NodeContract(Record):
     addresses: dict[str, str] = {}  # noqa: RUF012 (copied per instance); the job's one resolution of its names
     listen_ports: tuple[tuple[int, str], ...] = ()  # (port, what for) this node listens on
     addr: str = ""  # this node's address, as the contract gives it to the others
+
+
+class WholeContract(Record):
+    """What one node of an attempt is given: :func:`whole_contract`'s answer."""
+
+    plan: JobPlan  # the attempt's (an elastic job: sized to the nodes it runs on)
+    contract: NodeContract
+    env: dict[str, str]  # the command's whole environment
+    folders: tuple[str, ...]  # the job's folders the contract names (checkpoints, outputs, ...), to exist first
+
+
+FOLDER_NAMES = ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR", "TI_SLURM_TENSORBOARD_DIR")
+
+
+def whole_contract(plan: JobPlan, environ: Mapping[str, str], component: int, job_dir: str) -> WholeContract:
+    """Node ``SLURM_NODEID`` of component ``component``: the attempt's plan, the contract, the command's full
+    environment (RDMA defaults < inherited and the spec's ``env:`` < the contract; the launch agent's and the
+    spec's ``python:`` folders first on ``PATH``) and the folders to make."""
+    plan = attempt_plan(plan, environ)  # elastic size: as many nodes as this attempt runs on
+    contract = node_contract(plan, environ, component, job_dir)
+    env = apply(contract, environ, plan.env)
+    if plan.path_first:  # the spec's `python:` environment: its `python` (and its tools) is the command's
+        env["PATH"] = f"{plan.path_first}:{env['PATH']}" if env.get("PATH") else plan.path_first
+    folders = (*(contract.env[n] for n in FOLDER_NAMES), os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
+    return WholeContract(plan, contract, env, folders)
 
 
 def _get(env: Mapping[str, str], name: str) -> str:

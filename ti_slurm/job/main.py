@@ -68,7 +68,7 @@ def node(plan_path: str, component: str, job_dir: str, dry_run: bool) -> int:
     if not component.isdigit() or int(component) >= len(plan.components):
         raise TiSlurmError(f"component {component!r} is not a component of this {plan.mode} job")
     if dry_run:
-        print_env(prepare_node(plan, int(component), job_dir, os.environ)[1], os.environ)
+        print_env(prepare_node(plan, int(component), job_dir, os.environ).env, os.environ)
         return 0
     return run_node(plan, int(component), job_dir)
 

@@ -23,7 +23,7 @@ from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.record import Record
 from ti_slurm.core.shell import shell_quote
 from ti_slurm.job import main_command
-from ti_slurm.job.contract import NodeContract, apply, attempt_plan, node_contract
+from ti_slurm.job.contract import NodeContract, WholeContract, whole_contract
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.process import run_command
 
@@ -149,32 +149,28 @@ def checkpoint_signals(plan: JobPlan) -> tuple[int, ...]:
     return (int(getattr(signal, f"SIG{plan.checkpoint_signal}")),)
 
 
-def prepare_node(
-    plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str]
-) -> tuple[NodeContract, dict[str, str]]:
-    """This node's contract, its files written, and the command's full environment."""
+def prepare_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str]) -> WholeContract:
+    """This node's whole contract (:func:`~ti_slurm.job.contract.whole_contract`), with what it names made:
+    the job's folders, the hostfile and the launch agent."""
     os.makedirs(job_dir, mode=0o700, exist_ok=True)  # a step started by hand (--print-env); private if made here
-    contract = node_contract(plan, environ, component, job_dir)
-    for folder in ("TI_SLURM_CHECKPOINT_DIR", "TI_SLURM_MODEL_DIR", "TI_SLURM_OUTPUT_DIR", "TI_SLURM_TENSORBOARD_DIR"):
-        make_inside(job_dir, contract.env[folder])
-    make_inside(job_dir, os.path.dirname(contract.env["TI_SLURM_HEARTBEAT_FILE"]))
-    prepare_files(plan, contract, job_dir, in_image=plan.components[component].container is not None)
-    env = apply(contract, environ, plan.env)
-    if plan.path_first:  # the spec's `python:` environment: its `python` (and its tools) is the command's
-        env["PATH"] = f"{plan.path_first}:{env['PATH']}" if env.get("PATH") else plan.path_first
-    return contract, env
+    given = whole_contract(plan, environ, component, job_dir)
+    for folder in given.folders:
+        make_inside(job_dir, folder)
+    in_image = plan.components[component].container is not None
+    prepare_files(given.plan, given.contract, job_dir, in_image)
+    return given
 
 
 def run_node(plan: JobPlan, component: int, job_dir: str, environ: Mapping[str, str] | None = None) -> int:
     """Serve this node's share of the job; return the exit code to report."""
     environ = os.environ if environ is None else environ
     started = time.time()
-    plan = attempt_plan(plan, environ)  # elastic size: as many nodes as this attempt runs on
     if plan.checkpoint_signal:  # it may come before the command starts: then the command gets it as it starts
         from ti_slurm.job.process import remember_signals
 
         remember_signals(checkpoint_signals(plan))
-    contract, env = prepare_node(plan, component, job_dir, environ)
+    given = prepare_node(plan, component, job_dir, environ)
+    plan, contract, env = given.plan, given.contract, given.env
     stop = None
     if "SLURM_JOB_ID" in environ:  # the supervisor stops a Slurm step through a file, not through srun
         from ti_slurm.job.watch import watch_stop_request

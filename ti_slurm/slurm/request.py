@@ -70,6 +70,53 @@ LAYOUT: dict[str, str] = {
 }
 
 
+# sbatch options that are one field of a job description with the value as sbatch reads it, for the backends
+# that describe a job instead of running sbatch: option -> (pyslurm's JobSubmitDescription field, slurmrestd's
+# job description field); None where that API takes the option otherwise (a list, a number: the backend says).
+DESCRIPTION_FIELDS: dict[str, tuple[str | None, str | None]] = {
+    "job-name": ("name", "name"),
+    "output": ("standard_output", "standard_output"),
+    "comment": ("comment", "comment"),
+    "array": ("array", "array"),
+    "dependency": ("dependencies", "dependency"),
+    "partition": (None, "partition"),
+    "account": ("account", "account"),
+    "qos": ("qos", "qos"),
+    "cpus-per-task": ("cpus_per_task", None),
+    "mem": ("memory_per_node", None),
+    "time": ("time_limit", None),
+    "open-mode": ("log_files_open_mode", None),
+    "begin": ("begin_time", "begin_time"),
+    "constraint": ("constraints", "constraints"),
+    "exclude": ("excluded_nodes", "excluded_nodes"),
+    "nodelist": ("required_nodes", "required_nodes"),
+    "reservation": ("reservations", "reservation"),
+    "licenses": ("licenses", "licenses"),
+    "mail-type": ("mail_types", "mail_type"),
+    "mail-user": ("mail_user", "mail_user"),
+    "wckey": ("wckey", "wckey"),
+    "cpus-per-gpu": ("cpus_per_gpu", None),
+    "deadline": ("deadline", None),
+    "distribution": ("distribution", None),
+    "gpus-per-task": ("gpus_per_task", None),
+    "mem-per-cpu": ("memory_per_cpu", None),
+    "mem-per-gpu": ("memory_per_gpu", None),
+    "mincpus": ("min_cpus_per_node", None),
+    "network": ("network", None),
+    "nice": ("nice", None),
+    "priority": ("priority", None),
+    "threads-per-core": ("threads_per_core", None),
+    "time-min": ("time_limit_min", None),
+    "tmp": ("temporary_disk_per_node", None),
+}
+PYSLURM, REST = 0, 1  # DESCRIPTION_FIELDS' columns
+
+
+def description_field(option: str, api: int) -> str | None:
+    """The field of API ``api`` (:data:`PYSLURM`, :data:`REST`) that takes sbatch option ``option`` as it is."""
+    return DESCRIPTION_FIELDS.get(option, (None, None))[api]
+
+
 def refused_options() -> dict[str, str]:
     """Every option ``sbatch:`` may not set, with why: ti-slurm's own, what undoes them, and :data:`LAYOUT`."""
     out = {name: f"ti-slurm sets it for {m.used_for}" for name, m in MANAGED.items()}

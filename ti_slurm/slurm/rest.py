@@ -21,7 +21,7 @@ from ti_slurm.core.environ import SUPERVISOR_TIMES_SIGNAL
 from ti_slurm.core.errors import ConfigError
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.slurm.request import USE_INSTEAD, Value, component_options
+from ti_slurm.slurm.request import REST, USE_INSTEAD, Value, component_options, description_field
 from ti_slurm.slurm.text import gres_counts, mem_bytes, time_minutes
 
 
@@ -171,33 +171,12 @@ def job_description(
     return out
 
 
-# options that are one field with the value as sbatch reads it: option -> field
-SAME_VALUE: dict[str, str] = {
-    "job-name": "name",
-    "output": "standard_output",
-    "comment": "comment",
-    "array": "array",
-    "dependency": "dependency",
-    "partition": "partition",
-    "account": "account",
-    "qos": "qos",
-    "constraint": "constraints",
-    "exclude": "excluded_nodes",
-    "nodelist": "required_nodes",
-    "reservation": "reservation",
-    "licenses": "licenses",
-    "mail-type": "mail_type",
-    "mail-user": "mail_user",
-    "wckey": "wckey",
-    "begin": "begin_time",
-}
-
-
 def option_fields(name: str, value: Value, options: Mapping[str, Value], dialect: Dialect) -> dict[str, Any]:
     """The fields of one sbatch option (``options``: the component's others)."""
     text = str(value)
-    if name in SAME_VALUE:
-        return {SAME_VALUE[name]: text}
+    field = description_field(name, REST)
+    if field is not None:
+        return {field: text}
     if name == "nodes":  # a count, or a range as sbatch writes it: "6-8"
         low, _, high = text.partition("-")
         return dialect.nodes(int(low), int(high or low))

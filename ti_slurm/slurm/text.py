@@ -12,7 +12,9 @@ Slurm 22.05 and 25.11 print, recorded in ``tests/data/slurm/``):
 - ``scontrol show config`` and ``.conf`` files: :func:`parse_config`, :func:`read_conf`, :func:`conf_lines`;
 - ``sbatch --parsable`` and ``--version``: :func:`parse_job_id`, :func:`parse_version`;
 - time strings (``--time``, ``TimeLimit=``, sinfo's ``%l``): :func:`time_seconds` decides once what means
-  "no limit".
+  "no limit"; points in time (``EndTime=``): :func:`clock_time`;
+- ``sbatch --test-only``: :func:`parse_test_only`; ``sinfo`` idle nodes: :func:`parse_idle`;
+- ``sacctmgr list clusters``: :func:`parse_cluster_names`; ``scontrol token``: :func:`token_from_text`.
 
 Standard library only: the batch step reads the queue with these too.
 """
@@ -164,6 +166,32 @@ def time_minutes(text: str | None) -> int | None:
     return None if seconds is None else math.ceil(seconds / 60)
 
 
+def clock_time(text: str) -> float | None:
+    """A point in time as Slurm prints it (``2026-11-30T07:56:27``, local time: ``EndTime=``, ``sbatch
+    --test-only``'s start) as seconds since the epoch; ``None`` for what is no such time (``Unknown``)."""
+    import time
+
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except (ValueError, OverflowError):
+        return None
+
+
+# -- sbatch --test-only -------------------------------------------------------------------------------------
+_WOULD_START = re.compile(r"to start at (\S+) .*?in partition (\S+)")  # 25.11 says "at <time> a using ..."
+
+
+def parse_test_only(text: str, now: float) -> tuple[str, str] | None:
+    """``sbatch --test-only``'s answer: (when, partition), or None when it says no start, or a time that is no
+    time Slurm would give (``0000-...``: before a day ago; a far one, 2537-..., is Slurm's "when running jobs
+    without a limit end": kept, it ranks last)."""
+    found = _WOULD_START.search(text)
+    when = clock_time(found[1]) if found else None
+    if found is None or when is None:
+        return None
+    return (found[1], found[2]) if now - 86400 <= when else None
+
+
 # -- sinfo ------------------------------------------------------------------------------------------------
 class Partition:
     """What ``sinfo`` says of a partition (summed over its groups of alike nodes).
@@ -246,6 +274,21 @@ NODE_ADDRESSES_FORMAT = "%N %o"  # a line per node: its name and the address the
 UNREACHABLE_STATES = ("down", "fail", "failing", "unknown", "no_respond", "not_responding")
 
 
+IDLE_FORMAT = "%P %t %D"  # a line per partition and node state: how many of its nodes are in it
+
+
+def parse_idle(text: str) -> dict[str, int]:
+    """``sinfo -h -o IDLE_FORMAT``: idle nodes per partition (every partition named, 0 when none is idle)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue
+        name = parts[0].rstrip("*")
+        out[name] = out.get(name, 0) + (int(parts[2]) if parts[1] == "idle" else 0)
+    return out
+
+
 def parse_node_pairs(text: str) -> dict[str, str]:
     """``sinfo -h -N -o NODE_STATES_FORMAT`` (or ``NODE_ADDRESSES_FORMAT``) as node name -> its value."""
     pairs = (line.split() for line in text.splitlines())
@@ -274,6 +317,11 @@ def no_controller(message: str) -> bool:
     return any(sign in message for sign in _NO_CONTROLLER)
 
 
+def no_jobs(message: str) -> bool:
+    """Whether ``scontrol show job``'s non-zero answer only says the controller holds no job at all."""
+    return "No jobs in the system" in message
+
+
 # -- squeue ------------------------------------------------------------------------------------------------
 COMMENTS_FORMAT = "%i|%k"  # job id (``123``, ``123+0``, ``123_[1-4]``) and its comment
 
@@ -286,6 +334,27 @@ def parse_comments(text: str) -> dict[str, str]:
         if sep:
             out.setdefault(job_id.split("+", 1)[0].strip(), comment.strip())
     return out
+
+
+# -- sacctmgr, scontrol token -------------------------------------------------------------------------------
+CLUSTERS_ARGV = ("sacctmgr", "-n", "-P", "list", "clusters", "format=cluster")
+_CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+def parse_cluster_names(text: str) -> list[str]:
+    """``sacctmgr -n -P list clusters format=cluster``: the clusters of the multi-cluster setup (a line each)."""
+    return [name for name in text.split() if _CLUSTER_NAME.fullmatch(name)]
+
+
+def token_from_text(text: str) -> str:
+    """The token in ``scontrol token``'s output (``SLURM_JWT=...``) or in a file holding just the token."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("SLURM_JWT="):
+            return line.split("=", 1)[1]
+        if line and "=" not in line:
+            return line
+    return ""
 
 
 # -- scontrol show config, .conf files -------------------------------------------------------------------

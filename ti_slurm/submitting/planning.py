@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ti_slurm.core.environ import MAX_ENV_STRING
-from ti_slurm.core.errors import ConfigError, SpecError
+from ti_slurm.core.errors import SpecError
 from ti_slurm.core.plan import Component, JobPlan
 from ti_slurm.core.site import SiteConfig, load_site_config
 from ti_slurm.job.modes import get_mode
@@ -117,8 +117,12 @@ def python_here(python: str) -> str:
     path = os.path.abspath(os.path.expanduser(python))
     if not os.path.isfile(path):
         where = f" ({path})" if path != python else ""
-        raise SpecError("python", python, f"no such file{where}: give the python of the environment with ti-slurm"
-                        " installed (its bin/python), or leave python: out for this one")
+        raise SpecError(
+            "python",
+            python,
+            f"no such file{where}: give the python of the environment with ti-slurm"
+            " installed (its bin/python), or leave python: out for this one",
+        )
     if not os.access(path, os.X_OK):
         raise SpecError("python", python, "not executable: give the environment's bin/python")
     return path
@@ -164,25 +168,11 @@ def plan_job(
 
 
 def with_user_notify(spec: JobSpec) -> JobSpec:
-    """The spec with the user config's ``[[notify]]`` when it has no ``notify:`` of its own; a bad entry there
-    is one line naming the user config."""
-    from pydantic import TypeAdapter, ValidationError
+    """The spec with the user config's ``[[notify]]`` when it has no ``notify:`` of its own."""
+    from ti_slurm.submitting.userconfig import read_user_config
 
-    from ti_slurm.submitting.spec import Notifies
-    from ti_slurm.submitting.userconfig import user_config_path, user_notify
-
-    defaults = [] if spec.notify else user_notify()
-    if not defaults:
-        return spec
-    try:
-        notify = TypeAdapter(Notifies).validate_python(defaults)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"user config {user_config_path()}: notify.{where}", first.get("input"), first["msg"]
-        ) from None
-    return spec.model_copy(update={"notify": notify})
+    defaults = [] if spec.notify else read_user_config().notify
+    return spec.model_copy(update={"notify": defaults}) if defaults else spec
 
 
 def data_here(plan: JobPlan, spec: JobSpec) -> JobPlan:

@@ -47,7 +47,7 @@ from ti_slurm.core.choices import (
     RESTART_CAUSES,
 )
 from ti_slurm.core.environ import MAX_ENV_STRING
-from ti_slurm.core.errors import MISSING, SpecError
+from ti_slurm.core.errors import MISSING, InputError, SpecError
 from ti_slurm.core.plan import Component
 from ti_slurm.job.modes import get_mode, mode_names
 from ti_slurm.slurm.request import refusal
@@ -125,7 +125,10 @@ def _reject_control(field: str, value: str, allow_newline: bool = False) -> str:
 MAX_SPEC_ENV = 1 << 20  # bytes of `env:` in all: half of Linux's usual ARG_MAX (2 MiB), the rest for everything else
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A document's mapping: unknown keys refused, frozen, ``true`` never taken for a number (the spec's models, the
+    user config's tables)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
     @field_validator("*", mode="before")
@@ -152,7 +155,7 @@ def _kinds(annotation: object) -> set[object]:
 _MOUNT_OPTIONS = ("ro", "rw")
 
 
-class ContainerSpec(_Strict):
+class ContainerSpec(StrictModel):
     """``container: {image, runtime, mounts, workdir}``: the nodes run the command inside a training image."""
 
     image: str = Field(min_length=1)  # a squashfs file or enroot-importable reference (pyxis), a bundle dir (oci)
@@ -201,7 +204,7 @@ def parse_mount(text: str) -> tuple[str, str, str]:
     return src, dst, option
 
 
-class NodeRange(_Strict):
+class NodeRange(StrictModel):
     """``nodes: {min: 6, max: 8}``: elastic size. Slurm gives the job what it can in the range
     (``--nodes=6-8``), and a job that loses a node with no spare left goes on with fewer, down to ``min``."""
 
@@ -226,7 +229,7 @@ NodeCount = Annotated[
 ]
 
 
-class ComponentSpec(_Strict):
+class ComponentSpec(StrictModel):
     """Resources of one role's nodes (a Slurm heterogeneous job component)."""
 
     nodes: NodeCount = 1
@@ -248,7 +251,7 @@ class ComponentSpec(_Strict):
         return _matching(_SLURM_WORD, v, "expected a Slurm partition name (letters, digits, . _ : + -)")
 
 
-class PreflightSpec(_Strict):
+class PreflightSpec(StrictModel):
     """``preflight: {allreduce: true}``: the checks, then a tiny collective across every node."""
 
     allreduce: bool = False
@@ -270,7 +273,7 @@ def _restart_cause(v: str) -> str:
 RestartCause = Annotated[str, AfterValidator(_restart_cause)]
 
 
-class RestartSpec(_Strict):
+class RestartSpec(StrictModel):
     """``restart: {max: 3, on: [preempt, timeout, node_fail], in_place: 0}``: requeue the job under the same id
     (up to ``max`` times); a failure or a hang first restarts the commands inside the allocation (up to
     ``in_place`` times)."""
@@ -301,7 +304,7 @@ def _one_of(choices: tuple[str, ...]) -> AfterValidator:
     return AfterValidator(check)
 
 
-class NotifySpec(_Strict):
+class NotifySpec(StrictModel):
     """``notify: {url: https://..., on: [failed, hung], format: slack}``: the job posts each of those events
     there as it happens (docs/notifications.md)."""
 
@@ -330,7 +333,7 @@ def _one_or_many(v: object) -> object:
 Notifies = Annotated[list[NotifySpec], BeforeValidator(_one_or_many)]
 
 
-class SignalSpec(_Strict):
+class SignalSpec(StrictModel):
     """``signal: {name: USR2, before: 120}``: every node's command gets it this long before the time limit."""
 
     name: str = DEFAULT_SIGNAL
@@ -348,13 +351,13 @@ class SignalSpec(_Strict):
         return name
 
 
-class WatchdogSpec(_Strict):
+class WatchdogSpec(StrictModel):
     """``watchdog: {silence: 900}``: a node whose command prints nothing (and touches no heartbeat) is hung."""
 
     silence: int = Field(ge=10, le=7 * 86400)
 
 
-class InputSpec(_Strict):
+class InputSpec(StrictModel):
     """A data channel: ``TI_SLURM_INPUT_<CHANNEL>`` on every node (``/opt/ml/input/data/<channel>`` in an image)."""
 
     path: str = Field(min_length=1)
@@ -376,7 +379,7 @@ def _plain_channels(v: object) -> object:
 Channels = Annotated[dict[str, InputSpec], BeforeValidator(_plain_channels)]
 
 
-class RemoteSpec(_Strict):
+class RemoteSpec(StrictModel):
     """Where ``--host`` submission goes by default (docs/remote.md)."""
 
     host: str
@@ -396,7 +399,7 @@ def _job_ids(v: object) -> object:
     return [str(item) for item in items]
 
 
-class AfterSpec(_Strict):
+class AfterSpec(StrictModel):
     """``after: {jobs: [5631001], when: ok}``: the job waits for those jobs to end so (Slurm's ``--dependency``:
     ok = afterok, failed = afternotok, any = afterany); one that cannot end so any more ends this job."""
 
@@ -510,7 +513,7 @@ FIELD_DOCS: dict[str, tuple[str, str, object]] = {  # field: (its page of docs/,
 }
 
 
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """A whole training job, as a user writes it."""
 
     name: Annotated[str, doc("name")] = "ti-slurm"
@@ -806,22 +809,60 @@ _FORMS = ("number", "range")
 
 
 def _one_line(exc: ValidationError, within: tuple[str, ...] = ()) -> SpecError:
-    """pydantic's first complaint as one line: an unknown field before a missing one (a typo makes both), with
-    the nearest valid name, an example of the right shape, and the page of docs/ to read."""
-    errors = exc.errors(include_url=False)
-    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = err["loc"]  # without the tag of the form a `nodes` field took (a number or a range)
-    parts = [*within, *(p for i, p in enumerate(loc) if not (i and loc[i - 1] == "nodes" and p in _FORMS))]
-    where = ".".join(str(p) for p in parts) or "spec"
+    """pydantic's first complaint about a spec as one line (:func:`one_line`), with an example of the right
+    shape and the page of docs/ to read."""
+    parts = complaint_where(exc, within)
     page = page_of(str(parts[0]) if parts else "")
+    example = ""
+    if len(parts) == 1 and parts[0] in FIELD_DOCS:
+        example = f", e.g. {parts[0]}: {flow_yaml(FIELD_DOCS[str(parts[0])][2])}"
+    return one_line(exc, JobSpec, SpecError, page, within=within, example=example)  # type: ignore[return-value]
+
+
+def complaint_where(exc: ValidationError, within: tuple[str, ...] = ()) -> list[object]:
+    """Where pydantic's first complaint is (an unknown field before a missing one: a typo makes both), without
+    the tag of the form a ``nodes`` field took (a number or a range)."""
+    err = _first_complaint(exc)
+    loc = err["loc"]
+    return [*within, *(p for i, p in enumerate(loc) if not (i and loc[i - 1] == "nodes" and p in _FORMS))]
+
+
+def _first_complaint(exc: ValidationError) -> Any:
+    errors = exc.errors(include_url=False)
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+
+
+def one_line(
+    exc: ValidationError,
+    root: type[BaseModel],
+    error: type[InputError],
+    page: str,
+    *,
+    within: tuple[str, ...] = (),
+    prefix: str = "",
+    example: str = "",
+    noun: str = "field",
+    whole: str = "spec",
+    show_tables: bool = True,
+) -> InputError:
+    """pydantic's first complaint about a document of model ``root`` (the spec, the user config) as one
+    ``error``: the key (after ``prefix``: the file), the value, why (an unknown key with the nearest valid name;
+    a value of the wrong kind in a writer's words, with ``example``), and the ``page`` of docs/ to read. Without
+    ``show_tables``, a rule of a whole mapping is said without the mapping (the key says which)."""
+    err = _first_complaint(exc)
+    parts = complaint_where(exc, within)
+    where = prefix + (".".join(str(p) for p in parts) or whole)  # ``whole``: a complaint about the document
     if err["type"] == "extra_forbidden":
-        return SpecError(where, err.get("input"), f"{_unknown_field(parts)} (see {page})")
+        return error(where, err.get("input"), f"{_unknown_field(parts, root, noun)} (see {page})")
     if err["type"] == "missing":
-        return SpecError(where, MISSING, f"required, and not given (see {page})")
+        return error(where, MISSING, f"required, and not given (see {page})")
     msg = _SHAPES.get(err["type"]) or err["msg"].removeprefix("Value error, ")
-    if err["type"] in _SHAPES and len(parts) == 1 and parts[0] in FIELD_DOCS:
-        msg += f", e.g. {parts[0]}: {flow_yaml(FIELD_DOCS[str(parts[0])][2])}"
-    return SpecError(where, err.get("input"), f"{msg} (see {page})")
+    if err["type"] in _SHAPES:
+        msg += example
+    shown = err.get("input")
+    if err["type"] == "value_error" and isinstance(shown, dict) and not show_tables:
+        shown = MISSING
+    return error(where, shown, f"{msg} (see {page})")
 
 
 _SHAPES = {  # pydantic's error types for a value of the wrong kind, in a spec author's words
@@ -840,19 +881,19 @@ _SHAPES = {  # pydantic's error types for a value of the wrong kind, in a spec a
 }
 
 
-def _unknown_field(parts: Sequence[object]) -> str:
+def _unknown_field(parts: Sequence[object], root: type[BaseModel], noun: str = "field") -> str:
     """``unknown field; did you mean 'command'?``: the nearest name the enclosing model has."""
     import difflib
 
-    model: type[BaseModel] | None = JobSpec
+    model: type[BaseModel] | None = root
     for part in parts[:-1]:  # list indices and channel names stay at the model they index
         if model is not None and isinstance(part, str) and part in model.model_fields:
             model = _model_in(model.model_fields[part].annotation)
     names = list(model.model_fields) if model is not None else []
     near = difflib.get_close_matches(str(parts[-1]), names, n=1, cutoff=0.6)
     if near:
-        return f"unknown field; did you mean {near[0]!r}?"
-    return f"unknown field; the fields here: {', '.join(names)}" if len(names) <= 8 else "unknown field"
+        return f"unknown {noun}; did you mean {near[0]!r}?"
+    return f"unknown {noun}; the {noun}s here: {', '.join(names)}" if len(names) <= 8 else f"unknown {noun}"
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

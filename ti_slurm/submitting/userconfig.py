@@ -20,23 +20,124 @@
     on = ["failed", "hung"]
     format = "slack"
 
-Every problem is one line naming the file.
+The file is read into :class:`UserConfig`, models in the spec's style: every problem is one line naming the
+file, the key (with the nearest known name for a typo), the value and why (``docs/reference/user-config.md``
+is made from these models).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
-from ti_slurm.core.errors import ConfigError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-KEYS = {
-    "backend": set(),
-    "remote": {"host"},
-    "rest": {"url", "token"},
-    "notify": {"url", "on", "format"},
-    "cluster": set(),  # its tables are checked by ti_slurm.clusters
-}
+from ti_slurm.core.choices import CLUSTER_NAME_PATTERN, NAMED_BACKENDS
+from ti_slurm.core.errors import ConfigError
+from ti_slurm.submitting.spec import Notifies, StrictModel, one_line
+
+PAGE = "docs/reference/user-config.md"
+NAME = re.compile(CLUSTER_NAME_PATTERN)
+
+
+def _text(description: str, example: str = "") -> Any:
+    return Field("", description=description, examples=[example] if example else None)
+
+
+class RemoteTable(StrictModel):
+    """``[remote]``: where ``submit`` goes without ``--host`` (docs/remote.md)."""
+
+    host: str = _text("the login node: host, user@host[:port] or an ~/.ssh/config alias", "login")
+
+
+class RestTable(StrictModel):
+    """``[rest]``: slurmrestd, when the site config does not name it (docs/rest.md)."""
+
+    url: str = _text("slurmrestd's URL (https://, http:// or unix:/path)", "https://slurm.example.org:6820")
+    token: str = _text("where the token comes from: auto, env, file:PATH or command:ARGV", "file:~/.slurm-jwt")
+
+
+class Cluster(StrictModel):
+    """``[[cluster]]``: another cluster, named by ``submit --cluster NAME`` (docs/clusters.md). Exactly one of
+    ``slurm_conf``, ``host`` or ``rest_url`` says how it is reached, or ``slurm_cluster`` alone."""
+
+    name: str = Field(description="how you name it (a letter, then letters, digits, - or _)", examples=["gpu"])
+    slurm_conf: str = _text("this machine's Slurm commands with that slurm.conf", "/etc/slurm-gpu/slurm.conf")
+    bin_dir: str = _text("its Slurm commands' folder, first on PATH (another Slurm release)", "/opt/slurm-25.11/bin")
+    host: str = _text("its login node: the Slurm commands over SSH", "gpu-login")
+    rest_url: str = _text("its slurmrestd", "https://gpu.example.org:6820")
+    rest_token: str = _text("the slurmrestd token's source (as [rest] token)", "env")
+    slurm_cluster: str = _text("a cluster of the Slurm multi-cluster setup (--clusters)", "gpu2")
+    partition: str = _text("the partition of a spec that names none", "a100")
+    account: str = _text("the account of a spec that names none")
+    qos: str = _text("the QoS of a spec that names none")
+
+    @field_validator("name", "slurm_cluster")
+    @classmethod
+    def _a_name(cls, v: str, info: ValidationInfo) -> str:
+        if (v or info.field_name == "name") and not NAME.fullmatch(v):
+            raise ValueError("expected a name: a letter, then up to 31 letters, digits, - or _")
+        return v
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Cluster:
+        ways = [k for k in ("slurm_conf", "host", "rest_url") if getattr(self, k)]
+        if len(ways) > 1 or not (ways or self.slurm_cluster):
+            why = "give exactly one of slurm_conf (a slurm.conf here), host (an SSH login) or rest_url (slurmrestd)"
+            raise ValueError(f"{why}, or slurm_cluster alone (given: {', '.join(ways) or 'none'})")
+        if self.slurm_cluster and self.rest_url:
+            raise ValueError(
+                "slurmrestd serves its own cluster only: give slurm_cluster with slurm_conf, host or alone"
+            )
+        return self
+
+    @property
+    def reached(self) -> str:
+        """How it is reached, in a few words."""
+        if self.rest_url:
+            return f"slurmrestd {self.rest_url}"
+        through = f"ssh {self.host}" if self.host else f"slurm.conf {self.slurm_conf}" if self.slurm_conf else ""
+        if self.slurm_cluster:
+            return " ".join(x for x in (through, f"--clusters={self.slurm_cluster}") if x)
+        return through
+
+    def defaults(self) -> dict[str, str]:
+        """The spec fields this cluster fills in when a spec leaves them out."""
+        return {k: getattr(self, k) for k in ("partition", "account", "qos") if getattr(self, k)}
+
+
+class UserConfig(StrictModel):
+    """The whole file; every key is optional."""
+
+    backend: str = Field(
+        "", description=f"where submit goes without --backend: {', '.join(NAMED_BACKENDS)}", examples=["rest"]
+    )
+    remote: RemoteTable = Field(default_factory=RemoteTable, description=RemoteTable.__doc__)
+    rest: RestTable = Field(default_factory=RestTable, description=RestTable.__doc__)
+    cluster: list[Cluster] = Field(default_factory=list, description=Cluster.__doc__)
+    notify: Notifies = Field(
+        default_factory=list,
+        description=(
+            "``[[notify]]``: a job's notifications when its spec has none: url, on, format as the spec's notify:"
+            " (docs/notifications.md)"
+        ),
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _a_backend(cls, v: str) -> str:
+        if v and v not in NAMED_BACKENDS:
+            raise ValueError(f"expected one of: {', '.join(NAMED_BACKENDS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _names_once(self) -> UserConfig:
+        names = [c.name for c in self.cluster]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise ValueError(f"two [[cluster]] tables are named {twice!r}")
+        return self
 
 
 def user_config_path() -> str:
@@ -44,53 +145,28 @@ def user_config_path() -> str:
     return os.path.join(base, "ti-slurm", "config.toml")
 
 
-def read_user_config() -> dict[str, Any]:
-    """The decoded file ({} when there is none), its tables checked."""
+def parse_user_config(data: object, path: str) -> UserConfig:
+    """A decoded config file as a :class:`UserConfig`; its first problem is one line naming ``path`` and the
+    key."""
+    try:
+        return UserConfig.model_validate(data)
+    except ValidationError as exc:
+        where = f"user config {path}: "
+        raise one_line(
+            exc, UserConfig, ConfigError, PAGE, prefix=where, noun="key", whole="cluster", show_tables=False
+        ) from None
+
+
+def read_user_config() -> UserConfig:
+    """The user config (all defaults when there is no file)."""
     import tomllib
 
     path = user_config_path()
     if not os.path.exists(path):
-        return {}
+        return UserConfig.model_validate({})
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError("user config", path, f"cannot read: {exc}") from None
-    expected = (
-        'expected backend = "rest", [remote] host = "login", [rest] url = "https://...", token = "env" and'
-        ' [[notify]] url = "https://...", on = [...], format = "json"'
-    )
-    if set(data) - set(KEYS):
-        raise ConfigError("user config", path, expected)
-    backend, rest = data.get("backend", ""), data.get("rest", {})
-    if not isinstance(backend, str) or not isinstance(rest, dict) or set(rest) - KEYS["rest"]:
-        raise ConfigError("user config", path, expected)
-    if not all(isinstance(v, str) for v in rest.values()):
-        raise ConfigError("user config", path, expected)
-    remote, notify = data.get("remote", {}), data.get("notify", [])
-    notify = [notify] if isinstance(notify, dict) else notify
-    if not isinstance(remote, dict) or set(remote) - KEYS["remote"] or not isinstance(remote.get("host", ""), str):
-        raise ConfigError("user config", path, expected)
-    if not isinstance(notify, list) or not all(isinstance(n, dict) and not set(n) - KEYS["notify"] for n in notify):
-        raise ConfigError("user config", path, expected)
-    return {"backend": backend, "remote": remote, "rest": rest, "notify": notify, "cluster": data.get("cluster", [])}
-
-
-def user_remote_host() -> str:
-    """``host`` under ``[remote]`` ("" for none)."""
-    return str(read_user_config().get("remote", {}).get("host", ""))
-
-
-def user_backend() -> str:
-    """The top-level ``backend`` ("" for none)."""
-    return str(read_user_config().get("backend", ""))
-
-
-def user_rest() -> dict[str, str]:
-    """The ``[rest]`` table: ``url`` and ``token`` (each missing when not given)."""
-    return dict(read_user_config().get("rest", {}))
-
-
-def user_notify() -> list[dict[str, Any]]:
-    """The ``[[notify]]`` tables, as a spec's ``notify:`` entries."""
-    return list(read_user_config().get("notify", []))
+    return parse_user_config(data, path)

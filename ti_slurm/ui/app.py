@@ -82,11 +82,9 @@ class Console:
 
     def status(self, job: Any) -> Any:
         """The job's status through its follower (kept while its page is open, the newest FOLLOWED_AT_MOST)."""
-        from ti_slurm.client import Follower
-
         # a page's job is asked about as the list's are: an answer up to a minute old, shared by every page
         # (a job's record says when it runs and ends; a job submitted since is asked about at once)
-        follower = kept(self.followers, job.id, lambda: Follower(job, interval=FOLLOW_MAX), FOLLOWED_AT_MOST)
+        follower = kept(self.followers, job.id, lambda: job.follower(FOLLOW_MAX), FOLLOWED_AT_MOST)
         return follower.status()
 
     def scalars(self, job: Any) -> Any:

@@ -131,7 +131,7 @@ def effective_time(attempts: list[Any], ended: bool) -> float | None:
 
 def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
     """The job's record, newest last, each event with a level (info, warning, error), at most ``limit``."""
-    from ti_slurm.client import read_events
+    from ti_slurm.follow.follower import read_events
 
     out = []
     for ev in read_events(job.backend, job.info)[-limit:]:

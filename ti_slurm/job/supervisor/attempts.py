@@ -23,7 +23,7 @@ from ti_slurm.core.states import JobState
 from ti_slurm.job.preflight import PREFLIGHT_EXIT
 from ti_slurm.job.restart import CAUSE_STATES, should_requeue
 from ti_slurm.job.supervisor.judge import Outcome
-from ti_slurm.slurm.text import preempted
+from ti_slurm.slurm.text import clock_time, preempted
 
 REQUEUE_MARGIN = 10.0  # seconds before the time limit (after stopping the steps) the requeue is asked for
 
@@ -169,7 +169,7 @@ def interruption(plan: JobPlan, signal_name: str, job: Mapping[str, str]) -> tup
     """The checkpoint signal came: how the attempt will end (time limit or preemption), and until when
     (``time.time()``) its commands may save."""
     cause = "preempt" if preempted(job) else "timeout"
-    end_time = slurm_time(job.get("EndTime", ""))
+    end_time = clock_time(job.get("EndTime", ""))
     if end_time is not None:
         deadline = end_time - plan.stop_grace - REQUEUE_MARGIN
     else:  # the limit is at least signal.before away (Slurm may signal up to a minute early)
@@ -210,7 +210,7 @@ class SignalTimer:
 
     def when(self) -> float | None:
         """When the signal is due (``time.time()``); None when the job has no end (no time limit)."""
-        end = slurm_time(self.control.show_job().get("EndTime", ""))
+        end = clock_time(self.control.show_job().get("EndTime", ""))
         return None if end is None else end - self.before
 
     def due(self) -> bool:
@@ -231,11 +231,3 @@ def signal_timer(control: Control | None, plan: JobPlan, times_signal: bool) -> 
     import signal
 
     return SignalTimer(control, plan.signal_before, int(getattr(signal, f"SIG{plan.checkpoint_signal}")))
-
-
-def slurm_time(text: str) -> float | None:
-    """A time as ``scontrol`` prints it (``2026-11-30T07:56:27``, local time) as seconds since the epoch."""
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
