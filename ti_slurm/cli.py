@@ -46,6 +46,21 @@ def bounded(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def _add_machines(sub: Any) -> None:
+    """The commands about the machines: this node (doctor), your clusters, the nodes your jobs avoid."""
+    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
+    sub.add_parser(
+        "clusters",
+        help="your clusters (user config, else Slurm's multi-cluster setup): how each is reached, whether it"
+        " answers, idle nodes",
+    )
+    nd = sub.add_parser(
+        "nodes", help="the nodes your jobs stay off for a while (a failure blamed them): node, cause, job, until"
+    )
+    nd.add_argument("--release", metavar="NODE", help="let your jobs use NODE again")
+    nd.add_argument("--json", action="store_true", help="the entries as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ti-slurm", description="Run TI-platform / ModelArts distributed training jobs on Slurm.")
     p.add_argument("--version", action="version", version=f"ti-slurm {__version__}")
@@ -78,12 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--max-parallel", type=bounded(0, 100000), default=0, help="points running at once (0: no limit)")
 
     _add_watching(sub, remote)
-    sub.add_parser("doctor", help="check this node: Slurm, het jobs, partitions, gres, auth, MPI, RDMA")
-    sub.add_parser(
-        "clusters",
-        help="your clusters (user config, else Slurm's multi-cluster setup): how each is reached, whether it"
-        " answers, idle nodes",
-    )
+    _add_machines(sub)
     it = sub.add_parser("init", help="print a commented starter spec that submits as written (> job.yaml)")
     it.add_argument("--mode", default="ddp", choices=mode_names(), help="the training mode (ddp)")
     it.add_argument("--platform", default="ti", choices=platform_names(), help="whose variables the nodes get (ti)")
@@ -244,6 +254,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"ti-slurm: {job.placement}", file=sys.stderr)
     if job.synced_files is not None:
         print(f"ti-slurm: synced {job.synced_files} changed file(s) to {job.info.host}", file=sys.stderr)
+    for line in job.avoided:
+        print(f"ti-slurm: {line} (ti-slurm nodes --release to use it)", file=sys.stderr)
     print(job.id, flush=True)
     return follow(job) if args.wait else 0
 
@@ -513,6 +525,30 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from ti_slurm.submitting.avoided import read_avoided, release
+
+    if args.release:
+        if not release(args.release):
+            raise ConfigError("--release", args.release, "your jobs do not avoid this node (see ti-slurm nodes)")
+        print(f"ti-slurm: your jobs may use {args.release} again", file=sys.stderr)
+        return 0
+    entries = read_avoided()
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print("ti-slurm: your jobs avoid no node", file=sys.stderr)
+        return 0
+    rows = [[e["node"], e.get("cluster") or "-", str(e.get("cause")), str(e.get("job")),
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(e["until"]))] for e in entries]  # fmt: skip
+    print_table(["NODE", "CLUSTER", "CAUSE", "JOB", "AVOIDED UNTIL"], rows)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ti_slurm.admin.doctor import doctor
 
@@ -583,6 +619,7 @@ COMMANDS = {
     "list": cmd_list,
     "doctor": cmd_doctor,
     "clusters": cmd_clusters,
+    "nodes": cmd_nodes,
     "init": cmd_init,
     "schema": cmd_schema,
     "ui": cmd_ui,

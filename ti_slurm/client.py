@@ -112,7 +112,7 @@ def submit(
     job_spec = load(spec)
     cluster = named_cluster(job_spec, cluster, backend, host)
     after_on, cluster = on_cluster_of(after_ids(after), cluster, backend or host)
-    submission = uuid.uuid4().hex[:16]
+    submission, avoided = uuid.uuid4().hex[:16], list[str]()
     to = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config, submission)
     waits = [getattr(a, "id", a) for a in after] or (to.spec.after.jobs if to.spec.after else [])
     if waits and not to.backend.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
@@ -123,7 +123,7 @@ def submit(
     if after:
         job_spec, planned = with_after(to.spec, after_on, when), None  # (auto plans the spec's own after:)
     info, synced = submit_to(
-        to.backend, job_spec, submission, bool(to.host), sync, check_fit=not queue_anyway, planned=planned
+        to.backend, job_spec, submission, bool(to.host), sync, not queue_anyway, None, planned, to.cluster, avoided
     )
     # stamped once the scheduler holds the job: a shared queue answer asked before then lacks it, and one whose
     # time is older than this is asked again (queue.SharedQueue), never read as "the job is gone"
@@ -131,7 +131,7 @@ def submit(
     info.cluster = to.cluster
     remember_job(info, to.backend)
     submitted = Job(info, to.backend)
-    submitted.synced_files, submitted.placement = synced, to.placement
+    submitted.synced_files, submitted.placement, submitted.avoided = synced, to.placement, avoided
     return submitted
 
 
@@ -144,10 +144,13 @@ def submit_to(
     check_fit: bool,
     shape: Callable[[JobPlan], JobPlan] | None = None,
     planned: JobPlan | None = None,
+    cluster: str = "",
+    said: list[str] | None = None,
 ) -> tuple[JobInfo, int | None]:
     """Plan (unless ``planned``: the job as ``--cluster auto`` planned it for this cluster), render and submit
     through ``backend``'s submit seam; the job, and how many files ``sync`` sent. ``shape`` makes the plan what
-    is submitted (a sweep's array, or one of its points)."""
+    is submitted (a sweep's array, or one of its points). The nodes this user's jobs on ``cluster`` avoid are
+    left out (:mod:`ti_slurm.submitting.avoided`), each said in a line appended to ``said``."""
     from ti_slurm.submitting.planning import plan_job
     from ti_slurm.submitting.script import render as render_plan
 
@@ -166,12 +169,35 @@ def submit_to(
             job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
         if shape is not None:
             job_plan = shape(job_plan)
+        job_plan = leave_out_avoided(job_plan, backend, cluster, said)
         script = render_plan(job_plan)  # a remote code snapshot: the login node renders it once taken
     except BaseException:
         backend.abort_submit(begun)
         raise
     ignore = tuple(spec.code_ignore)
     return backend.finish_submit(begun, job_plan, script, check_fit=check_fit, code_ignore=ignore), synced
+
+
+def leave_out_avoided(plan: JobPlan, backend: Backend, cluster: str, said: list[str] | None) -> JobPlan:
+    """``plan`` with the nodes this user's jobs avoid on ``cluster`` in its ``--exclude`` (beside the spec's own),
+    at most a quarter of its partition's nodes."""
+    from ti_slurm.core.hostlist import compress, expand
+    from ti_slurm.submitting.avoided import said as said_of
+    from ti_slurm.submitting.avoided import to_avoid
+
+    if not backend.queues_jobs or not to_avoid(cluster, None):  # the local backend has no nodes to leave out
+        return plan
+    partition = plan.partition or plan.components[0].partition or ""
+    sizes = backend.partition_sizes()
+    size = sizes.get(partition) if partition else max(sizes.values(), default=None)
+    leave = to_avoid(cluster, size)
+    if not leave:
+        return plan
+    own = plan.sbatch.get("exclude")
+    nodes = sorted({*(expand(own) if isinstance(own, str) and own else []), *(e["node"] for e in leave)})
+    if said is not None:
+        said.extend(said_of(e) for e in leave)
+    return plan.replace(sbatch={**plan.sbatch, "exclude": compress(nodes)})
 
 
 def resubmit(job: Job) -> Job:
@@ -275,6 +301,7 @@ class Job:
         self.files = JobFiles(info, backend)
         self.synced_files: int | None = None  # submit(sync=...): how many files went up
         self.placement = ""  # submit(cluster="auto"): which cluster it went to, and why
+        self.avoided: list[str] = []  # submit: the nodes it was kept off, a line each
 
     def __repr__(self) -> str:
         return f"Job({self.id!r}, backend={self.backend.name!r})"

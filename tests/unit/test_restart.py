@@ -167,7 +167,7 @@ def test_a_failure_is_requeued_once_then_fails_naming_both_attempts(tmp_path: Pa
     control = FakeControl()
     supervisor, _ = supervise(plan, tmp_path, {"ddp-1": (3, 1)}, control)
     first = supervisor.run()
-    assert (first.state, first.cause, first.requeue) == (JobState.FAILED, "failure", True)
+    assert (first.state, first.cause, first.requeue) == (JobState.FAILED, "unknown", True)  # it said nothing
     (Path(JobPaths(str(tmp_path)).logs_dir)).mkdir()
     (Path(JobPaths(str(tmp_path)).logs_dir) / "ddp-1.log").write_text("first attempt\n")
     supervisor, _ = supervise(plan, tmp_path, {"ddp-1": (3, 1)}, control, attempt=1)
@@ -329,7 +329,7 @@ def test_nodes_whose_files_are_late_are_lost_only_if_their_beats_stopped_too(tmp
         threading.Thread(target=nodes_beat, daemon=True).start()
     outcome = supervisor.run()
     if beats:
-        assert (outcome.state, outcome.cause, outcome.lost_nodes) == (JobState.FAILED, "failure", [])
+        assert (outcome.state, outcome.cause, outcome.lost_nodes) == (JobState.FAILED, "unknown", [])
         assert outcome.reason == "ddp node ddp-host0 (index 0) exited 1"
     else:
         assert (outcome.state, outcome.lost_nodes) == (JobState.NODE_FAIL, ["ddp-host1", "ddp-host2"])

@@ -16,16 +16,20 @@ from ti_slurm.core.errors import BackendError, SubmissionError
 from ti_slurm.core.states import REQUEUED_STATES, JobState
 from ti_slurm.slurm.text import (
     array_task_ids,
+    clock_time,
     conf_lines,
     launch_failure,
     no_controller,
     output_dir,
     owner_uid,
+    parse_cluster_names,
     parse_comments,
     parse_config,
+    parse_idle,
     parse_job_id,
     parse_node_pairs,
     parse_partitions,
+    parse_test_only,
     parse_version,
     preempted,
     read_conf,
@@ -223,3 +227,29 @@ def test_srun_names_each_node_it_could_not_start_the_step_on() -> None:
 )
 def test_no_controller_is_told_from_other_refusals(said: str, none_answers: bool) -> None:
     assert no_controller(said) is none_answers
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_what_clusters_and_auto_read_from_recorded_answers(version: str) -> None:
+    """``clusters`` and ``--cluster auto``: idle nodes per partition (a 2-node job running in debug), when a job
+    would start (and a refusal: no time), the multi-cluster setup's names (25.11's cluster has no slurmdbd)."""
+    idle = parse_idle(recorded(version, "sinfo-idle"))
+    assert idle["debug"] == 2 and idle["rdma"] == 2 and idle["lowprio"] == 2  # lowprio shares debug's nodes
+    said = recorded(version, "sbatch-test-only")
+    when = clock_time(said.split(" to start at ")[1].split()[0])
+    assert when is not None
+    assert parse_test_only(said, when) == (said.split(" to start at ")[1].split()[0], "debug")
+    assert parse_test_only(recorded(version, "sbatch-test-only-refused"), when) is None
+    names = parse_cluster_names(recorded(version, "sacctmgr-clusters"))
+    assert names == (["tisci", "tistwin"] if version == "22.05" else [])
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_points_in_time_as_scontrol_prints_them(version: str) -> None:
+    import time
+
+    ends = {value(r, "EndTime") for r in show_job_records(recorded(version, "scontrol-show-job"))}
+    read = {clock_time(e) for e in ends if e != "Unknown"}
+    assert read and all(t is not None and abs(t - time.time()) < 10 * 365 * 86400 for t in read)
+    assert clock_time("Unknown") is None and clock_time("") is None
+    assert clock_time("2026-11-30T07:56:27") == time.mktime((2026, 11, 30, 7, 56, 27, 0, 0, -1))

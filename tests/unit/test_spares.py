@@ -77,7 +77,7 @@ def test_a_node_slurm_cannot_start_the_step_on_is_the_nodes_failure(tmp_path: Pa
     launcher = FakeLauncher(plan, tmp_path, script, control=FakeControl(), unlaunched={"ddp-1@0": why})
     outcome = Supervisor(plan, str(tmp_path), launcher, say=lambda text: None).run()
     end = next(e for e in events(tmp_path) if e["event"] == "end")
-    assert (end["cause"], end["lost_nodes"]) == ("node_fail", ["ddp-host1"])
+    assert (end["cause"], end["lost_nodes"]) == ("launch", ["ddp-host1"])
     assert end["reason"].startswith(f"Slurm could not start the step on node(s) ddp-host1 ({why}); ")
     if spares:
         assert outcome.state is JobState.COMPLETED, outcome.reason
@@ -104,7 +104,7 @@ def test_a_node_that_fails_its_preflight_is_taken_out_for_a_spare(tmp_path: Path
         assert starts[1]["replaced"] == {"ddp-host1": "ddp-host2"}
         assert (first_end["cause"], first_end["lost_nodes"]) == ("node_fail", ["ddp-host1"])
     else:
-        assert (first_end["cause"], "replaced" in starts[1]) == ("failure", False)  # in place, on the same nodes
+        assert (first_end["cause"], "replaced" in starts[1]) == ("unknown", False)  # in place, on the same nodes
     assert control.requeued == []
 
 

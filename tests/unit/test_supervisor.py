@@ -121,7 +121,7 @@ def test_a_failure_restarts_the_commands_in_place_as_the_next_attempt(tmp_path: 
     ends = [e for e in events(tmp_path) if e["event"] == "end"]
     seen = [(e["attempt"], e["state"], e.get("in_place")) for e in ends]
     assert seen == [(0, "FAILED", True), (1, "COMPLETED", None)]
-    assert ends[0]["cause"] == "failure" and ends[0]["requeue"] is True
+    assert ends[0]["cause"] == "unknown" and ends[0]["requeue"] is True
     # the node still running got the checkpoint signal before it was stopped; the first attempt's files are aside
     assert launcher.signalled == [("ddp-0", signal.SIGUSR2)] and launcher.stopped == ["ddp-0"]
     assert (tmp_path / "attempts" / "0" / "nodes" / "ddp.1.json").exists()

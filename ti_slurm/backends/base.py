@@ -131,6 +131,10 @@ class Backend(Protocol):
         """Idle nodes per partition (every partition named); with ``knows_free_nodes`` only."""
         ...
 
+    def partition_sizes(self) -> dict[str, int]:
+        """How many nodes each partition has (the shared partitions answer); {} where there are none."""
+        ...
+
     def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
         """When the scheduler would start the job (``plan``, rendered as ``script``) were it submitted now;
         with ``knows_free_nodes`` only."""
@@ -170,6 +174,18 @@ class ControllerQueue:
 
     def user_queue(self) -> dict[str, JobInfo]:
         raise NotImplementedError
+
+    def sinfo(self) -> str:
+        raise NotImplementedError
+
+    def fresh_partitions(self) -> str | None:
+        raise NotImplementedError
+
+    def partition_sizes(self) -> dict[str, int]:
+        """From the partitions another submit learnt lately, else asked."""
+        from ti_slurm.slurm.text import parse_partitions
+
+        return {name: p.nodes for name, p in parse_partitions(self.fresh_partitions() or self.sinfo()).items()}
 
     def queue_states(self, jobs: list[JobInfo]) -> dict[str, JobInfo]:
         """The controller's entries for ``jobs``: one question for all of them (see :meth:`user_queue`)."""

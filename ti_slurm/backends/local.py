@@ -132,5 +132,8 @@ class LocalBackend(SubmitsInOneStep, LocalFiles):
     def idle_nodes(self) -> dict[str, int]:
         return {}  # knows_free_nodes is False: no partitions here
 
+    def partition_sizes(self) -> dict[str, int]:
+        return {}
+
     def start_estimate(self, plan: JobPlan, script: str) -> StartEstimate:
         return StartEstimate("now")  # every local job starts at once

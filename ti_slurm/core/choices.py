@@ -5,7 +5,10 @@
 from __future__ import annotations
 
 CONTAINER_RUNTIMES = ("pyxis", "oci")  # how a node runs its command in a training image; the first is the default
-RESTART_CAUSES = ("preempt", "timeout", "node_fail", "failure", "hang")  # why an attempt ended (`restart.on`)
+RESTART_CAUSES = (  # why an attempt ended (`restart.on`): the causes of core/causes.py, and `failure` for any exit
+    *("preempt", "timeout", "node_fail", "failure", "hang"),
+    *("launch", "gpu_fault", "nccl", "filesystem", "host_oom", "user_error", "gpu_oom", "nan"),
+)
 DEFAULT_RESTART_ON = ("preempt", "timeout", "node_fail")
 IN_PLACE_CAUSES = ("failure", "hang")  # the causes a restart inside the allocation follows (`restart.in_place`)
 BACKENDS = ("slurm", "pyslurm", "rest", "local", "ssh")  # where jobs go (ssh: chosen by giving a host)

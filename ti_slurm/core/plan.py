@@ -112,6 +112,7 @@ class JobPlan(Record):
     restart_on: tuple[str, ...] = ()
     restart_in_place: int = 0  # restarts inside the allocation after a failure or a hang (before any requeue)
     expedited_requeue: bool = False  # the site's: --requeue=expedite (Slurm 25.11), no wait before starting again
+    failure_signatures: tuple[tuple[str, str], ...] = ()  # the site's (cause, regex), tried before ti-slurm's
     checkpoint_signal: str = ""  # e.g. "USR2": every node's command gets it signal_before s before the limit
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
@@ -222,6 +223,7 @@ class JobPlan(Record):
         data["staged"] = tuple(data.get("staged", ()))
         data["points"] = tuple(data.get("points", ()))
         data["notify"] = tuple(data.get("notify", ()))
+        data["failure_signatures"] = tuple(tuple(pair) for pair in data.get("failure_signatures", ()))
         return cls(**data)
 
 

@@ -66,6 +66,7 @@ class SiteConfig:
     notify: bool = True  # false: jobs post no notifications (compute nodes with no way out)
     notify_proxy: str = ""  # an http(s) proxy the notifications go through ("": straight)
     slurm_bin_dir: str | None = None  # Slurm's commands on the nodes, for jobs whose PATH lacks them (REST)
+    failure_signatures: dict[str, tuple[str, ...]] = field(default_factory=dict)  # cause -> regexes, before ours
     # Prolog / Epilog
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
@@ -91,6 +92,7 @@ class SiteConfig:
             "stage_dir": self.stage_dir,
             "expedited_requeue": self.expedited_requeue,
             "notify_proxy": self.notify_proxy,
+            "failure_signatures": tuple((c, p) for c, patterns in self.failure_signatures.items() for p in patterns),
         }
 
 
@@ -98,8 +100,8 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     "rdma_partitions": "partitions whose jobs get the RDMA NCCL variables (with `rdma: auto`)",
     "rdma_min_nodes": "... when the job has at least this many nodes (the TI platform: 2)",
     "rdma_min_gpus_per_node": "... each with at least this many GPUs (the TI platform: whole 8-GPU machines)",
-    "nccl": "per-partition overrides of the seed's NCCL values: `[nccl.rdma]` then `NCCL_IB_HCA = \"mlx5_0\"`"
-    " (`\"*\"`: every partition)",
+    "nccl": 'per-partition overrides of the seed\'s NCCL values: `[nccl.rdma]` then `NCCL_IB_HCA = "mlx5_0"`'
+    ' (`"*"`: every partition)',
     "port_min": "the low end of the range jobs derive their ports from (at least 64 ports)",
     "port_max": "the high end of that range",
     "python": "the Python with ti-slurm on every node (default: the submitter's)",
@@ -117,6 +119,9 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     "slurm_bin_dir": "the folder of Slurm's commands (`srun`, `scontrol`) on the compute nodes, for a job whose"
     " PATH lacks them (submitted through slurmrestd from a host without Slurm); default: `/usr/bin`,"
     " `/usr/local/bin`, `/opt/slurm/bin`",
+    "failure_signatures": "the site's own log signatures of a failure's cause, tried before ti-slurm's:"
+    ' `[failure_signatures]` then `gpu_fault = ["my-health-check: GPU [0-9]+ failed"]` (a cause of'
+    " docs/failures.md, a list of Python regular expressions)",
     "job_dir_base": "where the Prolog makes each job's private directory (root-owned, 0755)",
     "rdma_devices": "HCAs whose ports must be ACTIVE on RDMA partitions (the Prolog's check)",
     "rdma_check": "`log`, or `drain`: a port not ACTIVE drains the node",
@@ -182,6 +187,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         notify=get.boolean("notify", True),
         notify_proxy=get.url("notify_proxy"),
         slurm_bin_dir=get.path("slurm_bin_dir", None),
+        failure_signatures=get.signatures("failure_signatures"),
         job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),
@@ -258,6 +264,27 @@ class _Keys:
         if value not in choices:
             raise ConfigError(f"{self.where}: {key}", value, "expected " + " or ".join(f'"{c}"' for c in choices))
         return str(value)
+
+    def signatures(self, key: str) -> dict[str, tuple[str, ...]]:
+        """``[failure_signatures]``: a cause of :data:`~ti_slurm.core.causes.CAUSES` -> regular expressions."""
+        from ti_slurm.core.causes import CAUSES
+
+        table = self.data.get(key, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{self.where}: {key}", table, 'expected a table: gpu_fault = ["pattern", ...]')
+        for cause, patterns in table.items():
+            if cause not in CAUSES or cause == "unknown":
+                raise ConfigError(f"{self.where}: {key}.{cause}", cause, f"expected a cause: {', '.join(CAUSES)}")
+            if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+                raise ConfigError(f"{self.where}: {key}.{cause}", patterns, "expected a list of regular expressions")
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ConfigError(
+                        f"{self.where}: {key}.{cause}", pattern, f"not a regular expression: {exc}"
+                    ) from None
+        return {cause: tuple(patterns) for cause, patterns in table.items()}
 
     def nccl(self) -> dict[str, dict[str, str]]:
         nccl = self.data.get("nccl", {})

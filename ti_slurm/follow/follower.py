@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ti_slurm.backends.base import Backend, JobInfo
+from ti_slurm.core.causes import blamed_node
 from ti_slurm.core.errors import BackendError, UnknownJobError
 from ti_slurm.core.events import parse_events
 from ti_slurm.core.paths import JobPaths
@@ -16,6 +17,7 @@ from ti_slurm.core.states import JobState
 from ti_slurm.follow.files import JobFiles
 from ti_slurm.follow.queue import FOLLOW_FIRST, FOLLOW_MAX, RECORD_STALE, SHARED_MAX_AGE, SharedQueue, UserQueue
 from ti_slurm.follow.status import JobStatus, job_status, recorded_end
+from ti_slurm.submitting.avoided import note_blamed
 
 RECORD_POLL_MAX = 1.0  # seconds between reads of a followed job's own record, at most (no controller call)
 
@@ -37,7 +39,16 @@ def statuses_of(backend: Backend, host: str, group: list[JobInfo], max_age: floa
     unended = [j for j in group if not recorded_end(j, records[j.job_id])]  # only these need the queue
     age = SHARED_MAX_AGE if max_age is None else max_age
     queued = SharedQueue(backend, host).states(unended, age) if unended else {}
-    return [job_status(j, records[j.job_id], queued.get(j.job_id)) for j in group]
+    return [learn_blames(backend, j, job_status(j, records[j.job_id], queued.get(j.job_id))) for j in group]
+
+
+def learn_blames(backend: Backend, info: JobInfo, status: JobStatus) -> JobStatus:
+    """Note the nodes the job's attempts blamed, for this user's next jobs to avoid
+    (:mod:`ti_slurm.submitting.avoided`; a scheduler's nodes only: a local job's are this machine); ``status`` as
+    it was."""
+    if backend.queues_jobs and any(blamed_node(a.cause, a.evidence) or a.lost_nodes for a in status.attempts):
+        note_blamed(info.ref, info.cluster, status.attempts)
+    return status
 
 
 class Follower:
@@ -70,7 +81,7 @@ class Follower:
         info = self.info
         events = read_events(self.backend, info)
         if recorded_end(info, events):
-            return job_status(info, events, None)
+            return learn_blames(self.backend, info, job_status(info, events, None))
         events = self._ask_queue(events, ask_now)
         status = job_status(info, events, self.queued)
         if not events and status.state is JobState.UNKNOWN and self.files.directory_gone():  # none before it starts
@@ -82,7 +93,7 @@ class Follower:
             self.interval = FOLLOW_MAX
         if status.state is JobState.UNKNOWN and not status.components and not info.name:
             raise UnknownJobError(f"job {info.ref}: not queued and no record of it here (unknown id, or not yours)")
-        return status
+        return learn_blames(self.backend, info, status)
 
     def _ask_queue(self, events: list[dict[str, Any]], ask_now: bool) -> list[dict[str, Any]]:
         """Ask the queue when it is time (see the class); the job's events, read again when it left the queue."""

@@ -47,7 +47,9 @@ class AttemptStatus:
     started: float | None = None
     ended: float | None = None
     state: str = "RUNNING"  # how it ended: COMPLETED FAILED CANCELLED TIMEOUT PREEMPTED NODE_FAIL
-    cause: str = ""  # preempt | timeout | node_fail | failure | hang ("" when none of these)
+    cause: str = ""  # why it ended: a cause of ti_slurm.core.causes.CAUSES ("" when it completed or runs)
+    # the log line that named the cause: {cause, node, log, line, text, consequences: [nodes]}
+    evidence: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     requeued: bool = False  # the job went on in a next attempt ...
     in_place: bool = False  # ... in the same allocation (restart.in_place), not through the queue
@@ -140,11 +142,7 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             state = JobState.from_slurm(str(ev.get("state", "")))
             attempt = _attempt(status, ev)
             attempt.ended, attempt.state = _number(ev.get("time")), state.value
-            attempt.cause, attempt.reason = str(ev.get("cause") or ""), str(ev.get("reason", ""))
-            attempt.requeued = ev.get("requeue") is True
-            attempt.in_place = attempt.requeued and ev.get("in_place") is True
-            lost = ev.get("lost_nodes")
-            attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
+            _end_fields(attempt, ev)
             status.failed = _mapping(ev.get("failed"))
             status.state, status.reason = state, attempt.reason
             if not attempt.requeued and len(status.attempts) > 1:
@@ -293,16 +291,49 @@ def progress_line(status: JobStatus) -> str:
     return line
 
 
+def _end_fields(attempt: AttemptStatus, ev: dict[str, Any]) -> None:
+    """What an ``end`` event says of its attempt: the cause and its evidence, the reason, whether it went on."""
+    attempt.cause, attempt.reason = str(ev.get("cause") or ""), str(ev.get("reason", ""))
+    attempt.evidence = _mapping(ev.get("evidence"))
+    attempt.requeued = ev.get("requeue") is True
+    attempt.in_place = attempt.requeued and ev.get("in_place") is True
+    lost = ev.get("lost_nodes")
+    attempt.lost_nodes = [str(n) for n in lost] if isinstance(lost, list) else []
+
+
+def cause_line(attempt: AttemptStatus) -> str:
+    """An ended attempt's cause in one line: the class, the node, and the evidence with its log and line number
+    (``cause: gpu_oom on node02: logs/ddp-1.log:57: torch.OutOfMemoryError: CUDA out of memory...``)."""
+    if not attempt.cause or not attempt.ended:
+        return ""
+    found = attempt.evidence
+    if not found:
+        return f"cause: {attempt.cause}"
+    where = f"{found.get('log')}:{found.get('line')}" if found.get("line") else str(found.get("log") or "")
+    line = f"cause: {attempt.cause} on {found.get('node') or '?'}: {where}: {str(found.get('text', ''))[:200]}"
+    after = found.get("consequences")
+    if isinstance(after, list) and after:
+        line += f" (then {', '.join(str(n) for n in after)} failed as a consequence)"
+    return line
+
+
+def _cause_lines(status: JobStatus) -> list[str]:
+    """The latest attempt's cause, when it ended by one."""
+    said = cause_line(status.attempts[-1]) if status.attempts else ""
+    return [f"  {said}"] if said else []
+
+
 def _attempt_lines(attempts: list[AttemptStatus]) -> list[str]:
     """The attempts' table (when the job went on after one), each lost node's fate, and what spares cost."""
     cost = [spare_cost_line(attempts, time.time())] if any(a.idle for a in attempts) else []
     if len(attempts) < 2 and not any(a.requeued for a in attempts):
         return cost
-    lines = [f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} reason"]
+    lines = [f"  {'attempt':<8} {'started':<19} {'ended':<19} {'state':<10} {'cause':<10} reason"]
     for a in attempts:
         end = a.state if a.ended else "RUNNING"
         end += (" -> restarted in place" if a.in_place else " -> requeued") if a.requeued else ""
-        lines.append(f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.reason}")
+        row = f"  {a.attempt:<8} {_clock(a.started):<19} {_clock(a.ended):<19} {end:<10} {a.cause or '-':<10}"
+        lines.append(f"{row} {a.reason}")
         for lost, spare in a.replaced.items():
             if spare:
                 lines.append(f"  {'':<8} spare {spare} took the place of lost node {lost}")
@@ -375,7 +406,8 @@ def format_status(status: JobStatus) -> str:
         head += f"  ({status.reason})"
     if status.waits_for:
         head += f"  waits for {status.waits_for}"
-    lines = [head, *_code_lines(status.code), *_start_lines(status), *_attempt_lines(status.attempts)]
+    lines = [head, *_cause_lines(status), *_code_lines(status.code), *_start_lines(status)]
+    lines += _attempt_lines(status.attempts)
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")
         for comp in status.components:

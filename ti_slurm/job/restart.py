@@ -19,7 +19,7 @@ from ti_slurm.slurm.text import NODE_STATES_FORMAT, parse_node_pairs, show_job_r
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from ti_slurm.core.plan import JobPlan
 
@@ -30,15 +30,20 @@ CAUSE_STATES = {
     "node_fail": JobState.NODE_FAIL,
     "failure": JobState.FAILED,
     "hang": JobState.FAILED,
+    "launch": JobState.NODE_FAIL,
+    **dict.fromkeys(("gpu_fault", "nccl", "filesystem", "host_oom", "user_error", "gpu_oom", "nan"), JobState.FAILED),
 }
 REQUEUE_SETTLE = 5.0  # seconds a requeue command killed by a signal waits for Slurm to show the job requeued
 SCONTROL_TIMEOUT = 10.0  # seconds; Slurm kills the batch step KillWait (30 s by default) after its SIGTERM
 
 
-def should_requeue(plan: JobPlan, cause: str, requeues: int) -> bool:
-    """Whether an attempt that ended by ``cause`` is requeued: the cause is listed and requeues are left
-    (``requeues``: how often the job was requeued so far)."""
-    return bool(cause) and cause in plan.restart_on and requeues < plan.restart_max
+def should_requeue(plan: JobPlan, cause: str, requeues: int, earlier: Sequence[str] = ()) -> bool:
+    """Whether an attempt that ended by ``cause`` is requeued: ``restart.on`` allows it (the cause, or the word
+    that covers it; a cause of the user's own once in a row: :func:`~ti_slurm.core.causes.restart_allowed`,
+    ``earlier``: the causes before) and requeues are left (``requeues``: how often the job was requeued so far)."""
+    from ti_slurm.core.causes import restart_allowed
+
+    return restart_allowed(cause, plan.restart_on, earlier)[0] and requeues < plan.restart_max
 
 
 def requeue_target(environ: Mapping[str, str]) -> str:

@@ -342,8 +342,10 @@ _CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
 def parse_cluster_names(text: str) -> list[str]:
-    """``sacctmgr -n -P list clusters format=cluster``: the clusters of the multi-cluster setup (a line each)."""
-    return [name for name in text.split() if _CLUSTER_NAME.fullmatch(name)]
+    """``sacctmgr -n -P list clusters format=cluster``: the clusters of the multi-cluster setup (a line each); none
+    when a line is no name (sacctmgr's words when there is no slurmdbd)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines if all(_CLUSTER_NAME.fullmatch(line) for line in lines) else []
 
 
 def token_from_text(text: str) -> str:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from ti_slurm.core.causes import Evidence, restart_allowed, restart_word
 from ti_slurm.core.choices import IN_PLACE_CAUSES
 from ti_slurm.core.hostlist import compress
 from ti_slurm.core.plan import JobPlan
 from ti_slurm.core.states import JobState
 from ti_slurm.job.preflight import PREFLIGHT_EXIT
 from ti_slurm.job.restart import CAUSE_STATES, should_requeue
+from ti_slurm.job.supervisor.blame import said_line
 from ti_slurm.job.supervisor.judge import Outcome
 from ti_slurm.slurm.text import clock_time, preempted
 
@@ -73,7 +75,7 @@ def restart_refused(plan: JobPlan, earlier_end: Mapping[str, Any] | None) -> Out
     if earlier_end is None:
         return None
     cause = str(earlier_end.get("cause") or "")
-    if not cause or earlier_end.get("requeue") is False or cause in plan.restart_on:
+    if not cause or earlier_end.get("requeue") is False or {cause, restart_word(cause)} & set(plan.restart_on):
         return None
     return Outcome(
         CAUSE_STATES.get(cause, JobState.FAILED),
@@ -82,31 +84,48 @@ def restart_refused(plan: JobPlan, earlier_end: Mapping[str, Any] | None) -> Out
     )
 
 
+def earlier_causes(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The causes of the attempts recorded so far, oldest first."""
+    return [str(e.get("cause") or "") for e in events if e.get("event") == "end"]
+
+
 def in_place_restarts(events: Sequence[Mapping[str, Any]]) -> int:
     """How often the job's commands were restarted inside an allocation so far (``restart.in_place``)."""
     return sum(1 for e in events if e.get("event") == "end" and e.get("in_place") is True)
 
 
-def restarts_in_place(plan: JobPlan, outcome: Outcome, used: int, replaced: Mapping[str, str | None] | None) -> bool:
+def restarts_in_place(
+    plan: JobPlan,
+    outcome: Outcome,
+    used: int,
+    replaced: Mapping[str, str | None] | None,
+    earlier: Sequence[str] = (),
+) -> bool:
     """Whether an attempt that ended so goes on in the same allocation: a failure or a hang that
     ``restart.on`` lists, or a lost node when ``replaced`` says what becomes of each lost node (a spare takes
     its place, or an elastic component goes on without it), with in-place restarts left. A lost node with
     neither, a time limit or a preemption end the allocation's use (those requeue); so does a cancel, which
     has no cause."""
     cause = outcome.cause
-    if cause == "node_fail" and not replaced:
+    if restart_word(cause) == "node_fail" and not replaced:
         return False
     causes = (*IN_PLACE_CAUSES, "node_fail")
-    return cause in causes and cause in plan.restart_on and used < plan.restart_in_place
+    allowed, _ = restart_allowed(cause, plan.restart_on, earlier)
+    return restart_word(cause) in causes and allowed and used < plan.restart_in_place
 
 
-def decide_requeue(plan: JobPlan, outcome: Outcome, requeues: int, can_requeue: bool) -> None:
+def decide_requeue(
+    plan: JobPlan, outcome: Outcome, requeues: int, can_requeue: bool, earlier: Sequence[str] = ()
+) -> None:
     """Whether the attempt goes on in a next one (then its end is recorded as requeued); ``requeues``: how
-    often the job was requeued so far (Slurm's restart count)."""
+    often the job was requeued so far (Slurm's restart count); ``earlier``: the causes of the attempts before."""
     if outcome.requeued_by_slurm:
         outcome.requeue = True
         return
-    allowed = should_requeue(plan, outcome.cause, requeues)
+    allowed = should_requeue(plan, outcome.cause, requeues, earlier)
+    why = restart_allowed(outcome.cause, plan.restart_on, earlier)[1]
+    if why:
+        outcome.reason += f"; not restarted: {why}"
     if allowed and not can_requeue:
         outcome.reason += "; a local run is not requeued"
     outcome.requeue = allowed and can_requeue
@@ -135,17 +154,20 @@ def named_cause(
     silence: int,
     replaceable: Callable[[Outcome], bool],
     unlaunched: Mapping[str, str] | None = None,
+    evidence: tuple[Evidence | None, list[Evidence]] = (None, []),
 ) -> Outcome:
     """A failed attempt's cause: nodes Slurm could not start a step on (``unlaunched``: node -> Slurm's words)
     or a lost node (both the nodes' failure, not the training's), a hung command, a node whose preflight
     failed that a spare (or a smaller size) can do without (``replaceable``: as a lost node), or a command's
-    failure."""
+    failure: the cause its logs say (``evidence``: the root and its consequences, :mod:`.blame`), else
+    ``unknown``."""
     if unlaunched:
         by_reason: dict[str, list[str]] = {}
         for name, why in sorted(unlaunched.items()):
             by_reason.setdefault(why, []).append(name)
         said = "; ".join(f"{compress(names)} ({why})" for why, names in by_reason.items())
-        outcome.cause, outcome.lost_nodes = "node_fail", sorted(set(unlaunched) | set(lost))
+        outcome.cause, outcome.lost_nodes = "launch", sorted(set(unlaunched) | set(lost))
+        outcome.evidence = {"cause": "launch", "node": sorted(unlaunched)[0], "log": "srun", "line": 0, "text": said}
         outcome.state = JobState.NODE_FAIL
         outcome.reason = f"Slurm could not start the step on node(s) {said}; {outcome.reason}"
         return outcome
@@ -160,8 +182,12 @@ def named_cause(
     elif hung:
         outcome.cause = "hang"
         outcome.reason = f"HUNG: node(s) {','.join(hung)} printed nothing for {silence} s"
-    else:
-        outcome.cause = "failure" if outcome.failed else ""
+    elif outcome.failed:
+        root, consequences = evidence
+        outcome.cause = root.cause if root is not None else "unknown"
+        if root is not None:
+            outcome.evidence = root.fields() | {"consequences": sorted({e.node for e in consequences} - {root.node})}
+            outcome.reason = f"{said_line(root, consequences)}; {outcome.reason}"
     return outcome
 
 

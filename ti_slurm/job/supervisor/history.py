@@ -8,6 +8,7 @@ import os
 import shutil
 from collections.abc import Callable
 
+from ti_slurm.core.causes import blamed_node
 from ti_slurm.core.events import EventLog
 from ti_slurm.core.hostlist import expand
 from ti_slurm.core.paths import JobPaths
@@ -35,6 +36,8 @@ class AttemptRecord:
             extra = {"cause": outcome.cause, "requeue": outcome.requeue}
         if outcome.lost_nodes:
             extra["lost_nodes"] = outcome.lost_nodes
+        if outcome.evidence:
+            extra["evidence"] = outcome.evidence
         if outcome.in_place:
             extra["in_place"] = True
         try:
@@ -79,7 +82,8 @@ class AttemptRecord:
     def requeue(self, outcome: Outcome) -> None:
         """Requeue this job (Slurm may have already); a refusal ends the job, with Slurm's reason."""
         assert self.control is not None
-        exclude = set(self.earlier_lost) | set(outcome.lost_nodes)
+        blamed = blamed_node(outcome.cause, outcome.evidence)  # left out of the next attempt, as a lost node is
+        exclude = set(self.earlier_lost) | set(outcome.lost_nodes) | ({blamed} if blamed else set())
         own = self.plan.sbatch.get("exclude")  # the user's own sbatch: {exclude: ...} stays excluded
         exclude |= set(expand(own)) if isinstance(own, str) and own else set()
         refusal = self.control.requeue(sorted(exclude), already=outcome.requeued_by_slurm)

@@ -26,7 +26,8 @@ class Outcome:
     state: JobState  # COMPLETED | FAILED | CANCELLED | TIMEOUT | PREEMPTED | NODE_FAIL
     reason: str = ""
     failed: dict[str, object] = field(default_factory=dict)
-    cause: str = ""  # why an interrupted attempt ended: preempt | timeout | node_fail | failure | hang
+    cause: str = ""  # why the attempt ended: a cause of ti_slurm.core.causes.CAUSES ("" when it completed)
+    evidence: dict[str, object] = field(default_factory=dict)  # the log line that named the cause, and where
     lost_nodes: list[str] = field(default_factory=list)
     requeue: bool = False  # the job goes on in a next attempt
     requeued_by_slurm: bool = False  # ... which Slurm has already queued (preemption, node failure)

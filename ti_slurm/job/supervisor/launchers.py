@@ -34,6 +34,7 @@ from ti_slurm.job.restart import SlurmControl
 from ti_slurm.slurm.text import launch_failure
 
 POLL_SECONDS = 0.1
+SAID_LINES = 40  # srun's last lines of stderr kept per launch
 RELAY_SETTLE = 2.0  # seconds an ended srun's stderr has to be read to its end
 STOP_MARGIN = 5.0  # seconds beyond the spec's stop grace a stopped step has to end before srun is killed
 
@@ -51,6 +52,7 @@ class Launch:
     # node -> Slurm's words, for each node Slurm could not start this step on (srun's stderr, read as it comes)
     unlaunched: dict[str, str] = field(default_factory=dict)
     relay: threading.Thread | None = None  # the thread copying srun's stderr on, reading it for the above
+    said: list[str] = field(default_factory=list)  # srun's last lines (Slurm's own word of an OOM kill: blame.py)
 
     def launch_failures(self) -> dict[str, str]:
         """The nodes Slurm could not start this step on, once srun has said all it has to say."""
@@ -207,9 +209,11 @@ def relay_srun_stderr(launch: Launch) -> None:
     could not start the step on: those nodes failed, not the training."""
     assert launch.proc.stderr is not None
     for line in iter(launch.proc.stderr.readline, b""):
-        failed = launch_failure(line.decode(errors="replace"))
+        text = line.decode(errors="replace")
+        failed = launch_failure(text)
         if failed is not None:
             launch.unlaunched.setdefault(*failed)
+        launch.said[:] = [*launch.said[-(SAID_LINES - 1) :], text.rstrip("\n")]
         with contextlib.suppress(OSError):
             sys.stderr.buffer.write(line)
             sys.stderr.buffer.flush()

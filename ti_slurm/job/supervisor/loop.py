@@ -18,6 +18,7 @@ from ti_slurm.job.beat import ALIVE_EVERY, SWAP_AFTER
 from ti_slurm.job.modes import get_mode
 from ti_slurm.job.notify import notifying_log
 from ti_slurm.job.supervisor import attempts
+from ti_slurm.job.supervisor.blame import failure_evidence
 from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launch, Launcher
@@ -72,6 +73,10 @@ class Supervisor(HearsSignals):
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
 
+    def causes_so_far(self) -> list[str]:
+        """The causes of the job's attempts recorded so far (requeues and restarts in place), oldest first."""
+        return attempts.earlier_causes(self.log.read())
+
     # -- one attempt, start to end ---------------------------------------------
     def run(self) -> Outcome:
         os.makedirs(self.paths.root, exist_ok=True)
@@ -87,7 +92,9 @@ class Supervisor(HearsSignals):
                 if self.launcher.resolves_names:
                     share_addresses(self.paths, NodeNames(self.nodes.allocated))
                 outcome = self.run_attempt()
-            while attempts.restarts_in_place(self.plan, outcome, self.in_place, self.nodes.replacements(outcome)):
+            while attempts.restarts_in_place(
+                self.plan, outcome, self.in_place, self.nodes.replacements(outcome), self.causes_so_far()
+            ):
                 outcome = self.restart_in_place(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
@@ -109,7 +116,8 @@ class Supervisor(HearsSignals):
             hung = self.liveness.hung(self.steps.launches, snap, self.plan.watchdog_silence)
             unlaunched = {n: why for launch in self.steps.launches for n, why in launch.launch_failures().items()}
             silence, replaceable = self.plan.watchdog_silence, self.nodes.can_replace
-            outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched)
+            evidence = failure_evidence(self.plan, self.paths, snap.records, self.steps.launches)
+            outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched, evidence)
         return outcome
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
@@ -174,7 +182,7 @@ def settle(sup: Supervisor, outcome: Outcome) -> Outcome:
         sup.say(f"{outcome.state}: {outcome.reason}; its steps were stopped and nothing more is recorded")
         return outcome
     attempts.own_reason(outcome, sup.paths.failure(sup.plan.outputs))
-    attempts.decide_requeue(sup.plan, outcome, sup.requeues, sup.control is not None)
+    attempts.decide_requeue(sup.plan, outcome, sup.requeues, sup.control is not None, sup.causes_so_far())
     record_first = sup.launcher.record_before_stop_on_cancel and (
         outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
     )

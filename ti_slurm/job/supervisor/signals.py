@@ -111,7 +111,8 @@ class HearsSignals:
         return cancelled(self._cancel_signal)
 
 
-
 def cancelled(signum: int | None) -> Outcome:
     """The job was cancelled: by ``signum`` (SIGTERM when none was heard)."""
-    return Outcome(JobState.CANCELLED, f"received signal {signal.Signals(signum or signal.SIGTERM).name}")
+    return Outcome(
+        JobState.CANCELLED, f"received signal {signal.Signals(signum or signal.SIGTERM).name}", cause="cancelled"
+    )

@@ -1,0 +1,109 @@
+"""A failure's cause from its logs: the signatures against real messages (PyTorch, NCCL, CUDA, Slurm, the kernel,
+MindSpore/HCCL), the root among several failed nodes, and the restart decision that follows the cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from ti_slurm.core.causes import CAUSES, Evidence, classify, compiled, restart_allowed, restart_word, root_of
+
+# messages as those programs print them (copied from their sources' format strings and real logs)
+REAL = {
+    "gpu_oom": [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of"
+        " 79.15 GiB of which 3.19 GiB is free.",
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 1; 15.78 GiB total capacity)",
+        "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB (NPU 3; 32.00 GiB total capacity)",
+    ],
+    "host_oom": [
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM"
+        " Killed.",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0 cgroup.",
+        "[12345.678901] Out of memory: Killed process 4321 (python) total-vm:123456kB, anon-rss:98765kB",
+        "[12345.678] Memory cgroup out of memory: Killed process 4321 (python)",
+    ],
+    "gpu_fault": [
+        "[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+        "[ 99.1] NVRM: Xid (PCI:0000:86:00): 48, pid=4455, An uncorrectable double bit error (DBE) has been detected",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization: GPU is lost",
+    ],
+    "nccl": [
+        "[rank1]:[E1206 10:11:12.123456 4242 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective"
+        " operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran"
+        " for 600010 milliseconds before timing out.",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275,"
+        " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclInternalError: Internal check failed.",
+        "EI0006: Getting socket times out. Reason: 1. The remote does not initiate a connect request. (HCCL)",
+        "RuntimeError: HCCL function error: HcclAllReduce, error code is 9",
+    ],
+    "nan": [
+        "step 1200: loss nan",
+        "ValueError: Loss is nan, stopping training",
+        "RuntimeError: Function 'MseLossBackward0' returned nan values in its 0th output. detected NaN in loss",
+    ],
+    "filesystem": [
+        "OSError: [Errno 28] No space left on device: '/scratch/ckpt/step_1200.pt'",
+        "OSError: [Errno 116] Stale file handle",
+        "OSError: [Errno 5] Input/output error",
+    ],
+    "user_error": [
+        "Traceback (most recent call last):",
+        "ModuleNotFoundError: No module named 'transformers'",
+        "python: can't open file '/home/alice/trian.py': [Errno 2] No such file or directory",
+        "bash: line 1: trian.py: command not found",
+        "KeyError: 'labels'",
+    ],
+}
+
+
+@pytest.mark.parametrize(("cause", "line"), [(c, line) for c, lines in REAL.items() for line in lines])
+def test_each_real_message_names_its_cause(cause: str, line: str) -> None:
+    found = classify(["epoch 3 step 1190 loss 0.25", line, "done"], compiled(), first=41)
+    assert found is not None and (found.cause, found.number, found.line) == (cause, 42, line.strip()[:300])
+
+
+def test_the_specific_cause_wins_over_the_traceback_around_it_and_nothing_known_is_none() -> None:
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 40, in <module>',
+        "    loss.backward()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB.",
+    ]
+    found = classify(traceback, compiled())
+    assert found is not None and (found.cause, found.number) == ("gpu_oom", 4)
+    assert classify(["epoch 1 loss 0.5", "exiting with 3"], compiled()) is None
+    assert classify(["Killed"], compiled()) is None  # a bare "Killed" is no proof of an OOM kill
+    assert set(REAL) <= set(CAUSES)
+
+
+def test_a_sites_own_signature_is_tried_first() -> None:
+    site = compiled([("gpu_fault", r"healthcheck: GPU \d+ failed")])
+    found = classify(["healthcheck: GPU 3 failed", "Traceback (most recent call last):"], site)
+    assert found is not None and found.cause == "gpu_fault"
+
+
+def test_the_root_is_the_first_failure_that_is_no_collective_cascade() -> None:
+    nccl_first = Evidence("nccl", "Watchdog caught collective operation timeout", 9, node="node01")
+    oom_later = Evidence("gpu_oom", "CUDA out of memory", 57, node="node02")
+    root, after = root_of([(100.0, nccl_first), (101.0, oom_later)])
+    assert root is oom_later and after == [nccl_first]
+    only_nccl = Evidence("nccl", "NCCL error", 3, node="node03")
+    assert root_of([(5.0, only_nccl)]) == (only_nccl, [])
+    assert root_of([]) == (None, [])
+
+
+def test_the_decision_follows_the_cause() -> None:
+    on = ("failure",)
+    assert restart_allowed("gpu_fault", on, []) == (True, "")
+    assert restart_allowed("user_error", on, [])[0]  # once
+    allowed, why = restart_allowed("user_error", on, ["user_error"])
+    assert not allowed and why.startswith("user_error twice in a row")  # the same bug again: stop
+    assert restart_allowed("user_error", on, ["gpu_fault"])[0]  # not twice in a row
+    assert restart_allowed("user_error", ("failure", "user_error"), ["user_error"]) == (True, "")  # cap lifted
+    assert not restart_allowed("nan", ("timeout",), [])[0]
+    assert restart_allowed("launch", ("node_fail",), [])[0] and restart_word("launch") == "node_fail"
+    assert restart_word("gpu_oom") == "failure" and restart_word("hang") == "hang"
+    assert restart_allowed("", on, []) == (False, "")
