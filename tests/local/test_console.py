@@ -99,6 +99,23 @@ def test_a_failed_node_is_marked_with_its_last_lines(console: tuple[str, dict[st
     shot(page, "failed", folder)
 
 
+def test_a_failed_attempt_shows_its_cause_and_the_line_that_showed_it(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    url, env, folder = console
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <b>20.00 GiB</b>"
+    spec = f"name: oom\nmode: ddp\nnodes: 2\ncommand: 'if [ $RANK = 1 ]; then echo \"{oom}\"; exit 1; fi; sleep 30'\n"
+    job = submit(folder, env, spec)
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"job/{job}")
+    expect(page.locator("#state")).to_have_text("FAILED", timeout=20000)
+    cause = page.locator("#attempts .cause")
+    expect(cause).to_contain_text(re.compile(r"^cause: gpu_oom on \S+: logs/ddp-1.log:1: torch.OutOfMemoryError"))
+    expect(cause).to_contain_text("<b>20.00 GiB</b>")  # the log's words as text, never HTML
+    assert page.locator("#attempts b").count() == 0
+    shot(page, "cause", folder)
+
+
 def test_cancel_from_the_page_ends_the_job(console: tuple[str, dict[str, str], Path], page: Page) -> None:
     url, env, folder = console
     job = submit(folder, env, "name: long\nmode: ddp\nnodes: 2\ncommand: sleep 300\n")

@@ -77,7 +77,7 @@ def test_a_failure_nothing_explains_is_unknown(tmp_path: Path) -> None:
 def test_nodes_lists_what_your_jobs_avoid_and_release_ends_one(tmp_path: Path) -> None:
     """The list a job's failure fills (here written as ti-slurm writes it), shown and released by the CLI."""
     state = tmp_path / "state"
-    (state / "ti-slurm").mkdir(parents=True, mode=0o700)
+    (state / "ti-slurm" / "avoided").mkdir(parents=True, mode=0o700)
     now = time.time()
     entries = [
         {"node": "node07", "cause": "gpu_fault", "job": "4242", "cluster": "", "key": "4242/0/node07",
@@ -85,7 +85,7 @@ def test_nodes_lists_what_your_jobs_avoid_and_release_ends_one(tmp_path: Path) -
         {"node": "node09", "cause": "launch", "job": "4243", "cluster": "", "key": "4243/0/node09",
          "since": now - 90000, "until": now - 3600, "line": "launch in job 4243"},  # expired
     ]  # fmt: skip
-    (state / "ti-slurm" / "avoided.json").write_text(json.dumps(entries))
+    (state / "ti-slurm" / "avoided" / "nodes.json").write_text(json.dumps(entries))
     env = {"XDG_STATE_HOME": str(state)}
     shown = run_cli("nodes", env=env)
     assert shown.returncode == 0 and shown.stdout.splitlines()[0].split() == ["NODE", "CLUSTER", "CAUSE", "JOB",
@@ -117,3 +117,21 @@ def test_never_more_than_a_quarter_of_a_partition_is_left_out(
     assert [e["node"] for e in to_avoid("gpu", partition_nodes, now)] == ["n2", "n1", "n0"][:most]
     assert to_avoid("other", partition_nodes, now) == []  # another cluster's nodes are not this one's
     assert read_avoided(now + 25 * 3600) == []  # a day later: expired
+
+
+def test_a_rank_that_stops_stepping_while_it_prints_is_hung_a_minute_later(tmp_path: Path) -> None:
+    """``watchdog: {progress: true}``: rank 1 steps every half second, then stops while it keeps printing (a
+    collective that never returns): called hung about 60 s after its last step (not after NCCL's 30 minutes),
+    that rank named, its stacks in its log."""
+    command = "python3 -m ti_slurm.admin.rehearse stall --rank 1 --after 5 --every 0.5"
+    started = time.monotonic()
+    code, table, status = submit(tmp_path, command, "watchdog: {progress: true}\n")
+    took = time.monotonic() - started
+    attempt = status["attempts"][-1]
+    assert code == 1 and attempt["cause"] == "hang", status["reason"]
+    assert attempt["evidence"]["node"] == status["components"][0]["nodes"][1]
+    assert "no step for 6" in status["reason"] and "after step 10" in status["reason"], status["reason"]
+    assert 60 < took < 90, took
+    log = (Path(status["job_dir"]) / "logs" / "ddp-1.log").read_text()
+    assert "waiting for the allreduce" in log and ("Current thread" in log or "Thread 0x" in log)
+    assert "  cause: hang on " in table

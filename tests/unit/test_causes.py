@@ -107,3 +107,27 @@ def test_the_decision_follows_the_cause() -> None:
     assert restart_allowed("launch", ("node_fail",), [])[0] and restart_word("launch") == "node_fail"
     assert restart_word("gpu_oom") == "failure" and restart_word("hang") == "hang"
     assert restart_allowed("", on, []) == (False, "")
+
+
+def test_the_progress_watchdog_learns_the_step_interval_and_calls_a_stall(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Steps every 2 s, then none: not hung at 59 s (the floor is 60 s), hung past it, naming the last step."""
+    import os
+
+    from ti_slurm.job.watch import ProgressWatch
+
+    path = tmp_path / "progress"
+    watch = ProgressWatch(str(path))
+    assert watch.look(0.0) == ""  # nothing written yet
+    for k in range(1, 6):
+        path.write_text(f"{k}\n")
+        os.utime(path, (1000.0 + k, 1000.0 + k))  # the file's time tells a new write
+        assert watch.look(2.0 * k) == ""
+    assert watch.look(10.0 + 59.0) == ""
+    said = watch.look(10.0 + 61.0)
+    assert said.startswith("hung: no step for 61 s after step 5 (its steps came every 2.0 s") and said.endswith("60 s)")
+    slow = ProgressWatch(str(tmp_path / "slow"))  # steps every 40 s: 3x its interval is the limit
+    for k in range(1, 5):
+        (tmp_path / "slow").write_text(f"{k}\n")
+        os.utime(tmp_path / "slow", (2000.0 + k, 2000.0 + k))
+        slow.look(40.0 * k)
+    assert slow.look(160.0 + 119.0) == "" and slow.look(160.0 + 121.0).startswith("hung: no step for 121 s")

@@ -13,6 +13,7 @@ node and the submitting machine share::
     checkpoint/                 TI_SLURM_CHECKPOINT_DIR unless the spec names another: kept across requeues
     beat                        the supervisor's UDP port and secret: each node's step says it is alive there too
     heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
+    heartbeat/<c>-<n>.progress  TI_SLURM_PROGRESS_FILE: the command writes its training step there (the watchdog)
     attempts/<k>/logs, nodes/   an earlier attempt's logs and exit records (the job was requeued)
     hostfile                    MPI and Horovod: ``<node> slots=<N>`` lines
     model/, output/             TI_SLURM_MODEL_DIR, TI_SLURM_OUTPUT_DIR (in <outputs>/<job id>/ with `outputs:`);
@@ -132,6 +133,10 @@ class JobPaths(Record):
     def heartbeat(self, component: str, n: object) -> str:
         """The file the n-th node's command may touch to show it is alive."""
         return self._in("heartbeat", node_label(component, n))
+
+    def progress(self, component: str, n: object) -> str:
+        """The file the n-th node's command may write its training step to (the watchdog's progress)."""
+        return self._in("heartbeat", node_label(component, n) + ".progress")
 
     def attempt(self, k: int) -> JobPaths:
         """The files of earlier attempt ``k`` (its ``logs`` and ``nodes``), moved aside when the job restarted."""

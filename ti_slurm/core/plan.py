@@ -116,6 +116,7 @@ class JobPlan(Record):
     checkpoint_signal: str = ""  # e.g. "USR2": every node's command gets it signal_before s before the limit
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
+    watchdog_progress: bool = False  # a node whose training step (TI_SLURM_PROGRESS_FILE) stopped advancing is hung
     checkpoint_dir: str = ""  # TI_SLURM_CHECKPOINT_DIR ("": <job dir>/checkpoint)
     platform: str = "ti"  # whose contract the nodes see beyond the mode's (ti | modelarts)
     processes: str = "one"  # one | per-npu: the command once per NPU of the node (DEVICE_ID, RANK_ID, ...)

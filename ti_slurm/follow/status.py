@@ -310,7 +310,8 @@ def cause_line(attempt: AttemptStatus) -> str:
     if not found:
         return f"cause: {attempt.cause}"
     where = f"{found.get('log')}:{found.get('line')}" if found.get("line") else str(found.get("log") or "")
-    line = f"cause: {attempt.cause} on {found.get('node') or '?'}: {where}: {str(found.get('text', ''))[:200]}"
+    said = ": ".join(x for x in (where, str(found.get("text", ""))[:200]) if x)
+    line = f"cause: {attempt.cause} on {found.get('node') or '?'}: {said}"
     after = found.get("consequences")
     if isinstance(after, list) and after:
         line += f" (then {', '.join(str(n) for n in after)} failed as a consequence)"

@@ -309,7 +309,7 @@ def node_contract(plan: JobPlan, env: Mapping[str, str], component: int, job_dir
     contract_env.update(data_env(ctx))
     check_env_sizes(contract_env)
     defaults = rdma_env(plan, component, layout.partitions[component])
-    if plan.watchdog_silence:  # output reaches the log as printed; a hung Python dumps its stacks on SIGABRT
+    if plan.watchdog_silence or plan.watchdog_progress:  # output reaches the log as printed; stacks on SIGABRT
         defaults.update(PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     return NodeContract(
         env=contract_env,
@@ -410,6 +410,7 @@ def restart_env(ctx: NodeContext, env: Mapping[str, str]) -> dict[str, str]:
         "TI_SLURM_RESTART_COUNT": count if is_number(count) else "0",
         "TI_SLURM_CHECKPOINT_DIR": checkpoint_dir(ctx.plan, ctx.job_dir),
         "TI_SLURM_HEARTBEAT_FILE": JobPaths(ctx.job_dir).heartbeat(ctx.plan.components[ctx.component].name, ctx.index),
+        "TI_SLURM_PROGRESS_FILE": JobPaths(ctx.job_dir).progress(ctx.plan.components[ctx.component].name, ctx.index),
     }
     if ctx.plan.checkpoint_signal:  # the signal the command gets before the time limit and on preemption
         out["TI_SLURM_CHECKPOINT_SIGNAL"] = ctx.plan.checkpoint_signal

@@ -11,6 +11,10 @@
   hung. Its Python stacks go to its log (``py-spy dump`` when installed, else
   SIGABRT, on which ``PYTHONFAULTHANDLER=1`` prints every thread's stack), then
   it is stopped and its node recorded as hung.
+- Progress (``watchdog: {progress: true}``): a command that writes its training step to
+  ``TI_SLURM_PROGRESS_FILE`` is hung when the step has not advanced for max(3x the 99th percentile of its
+  step intervals so far, :data:`PROGRESS_FLOOR` s), once it has stepped :data:`PROGRESS_LEARN` times: long
+  before NCCL's own 30-minute timeout, whatever the command prints. Then as silence: stacks, stop, recorded.
 - Stop requests: the supervisor stops a component's nodes by writing
   ``stop.<component>`` (see :func:`watch_stop_request`), not by signalling
   ``srun``: Slurm 25.11 cancels a whole heterogeneous job when one of its
@@ -35,6 +39,45 @@ if TYPE_CHECKING:
     from ti_slurm.job.usage import UsageSampler
 
 HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command it stopped)
+PROGRESS_FLOOR = 60.0  # seconds without a step that are never a hang
+PROGRESS_FACTOR = 3.0  # ... nor less than this many times the 99th percentile step interval
+PROGRESS_LEARN = 3  # steps seen before the watchdog judges (a first step may come after a long start)
+
+
+class ProgressWatch:
+    """One node's training steps, as its command writes them to ``TI_SLURM_PROGRESS_FILE``."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.seen = path, 0.0
+        self.step: str = ""
+        self.stepped_at = 0.0  # when the step last advanced (time.time())
+        self.intervals: list[float] = []  # seconds between steps, the latest 256
+
+    def look(self, now: float) -> str:
+        """Why the command is hung ("" while it steps, or before it has stepped :data:`PROGRESS_LEARN` times)."""
+        changed = mtime(self.path)
+        if changed and changed != self.seen:
+            self.seen = changed
+            try:
+                with open(self.path) as fh:
+                    step = fh.read(64).strip()
+            except OSError:
+                step = self.step
+            if step != self.step:
+                if self.stepped_at:
+                    self.intervals = [*self.intervals[-255:], now - self.stepped_at]
+                self.step, self.stepped_at = step, now
+        if len(self.intervals) < PROGRESS_LEARN:
+            return ""
+        ordered = sorted(self.intervals)
+        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        limit = max(PROGRESS_FACTOR * p99, PROGRESS_FLOOR)
+        if now - self.stepped_at < limit:
+            return ""
+        return (
+            f"hung: no step for {now - self.stepped_at:.0f} s after step {self.step} (its steps came every"
+            f" {ordered[len(ordered) // 2]:.1f} s; the watchdog's limit {limit:.0f} s)"
+        )
 
 
 STOP_POLL = 0.25  # seconds between a node step's looks for the supervisor's stop request
@@ -112,6 +155,8 @@ class NodeWatch:
         self.alive_file = step_alive_file(paths, name, run.contract.index)
         self.watched = (paths.node_log(name, run.contract.index), run.env.get("TI_SLURM_HEARTBEAT_FILE", ""))
         self.silence = run.plan.watchdog_silence if watch_silence else 0
+        progress = run.env.get("TI_SLURM_PROGRESS_FILE", "")
+        self.progress = ProgressWatch(progress) if watch_silence and run.plan.watchdog_progress and progress else None
         self.node = run.contract.node
         self.started = time.time()
         self.touched = 0.0
@@ -160,9 +205,13 @@ class NodeWatch:
             self.touched = now
             # with the watchdog, when the command last wrote: the supervisor names every silent node
             self.mark_alive(f"{last:.3f}\n" if watching else "")
-        if not watching or now - last < self.silence:
+        stalled = self.progress.look(now) if self.progress is not None and not self.error else ""
+        if stalled:
+            self.error = stalled
+        elif not watching or now - last < self.silence:
             return None
-        self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
+        else:
+            self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
         import sys
 
         print(f"ti-slurm: node {self.node}: {self.error}; the stacks of its processes follow", file=sys.stderr)

@@ -5,8 +5,8 @@ reschedules. Never more than a quarter of a partition's nodes are left out: a si
 drain, not a reason for no job to start.
 
 Learnt whenever ti-slurm reads a job's end (``wait``, ``status``, ``list``, the console); kept in
-``$XDG_STATE_HOME/ti-slurm/avoided.json``, this user's alone. ``ti-slurm nodes`` lists them, ``ti-slurm nodes
---release NODE`` ends one.
+``$XDG_STATE_HOME/ti-slurm/avoided/nodes.json``, in a folder of this user's alone. ``ti-slurm nodes`` lists
+them, ``ti-slurm nodes --release NODE`` ends one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ KEPT_AT_MOST = 256  # entries, newest kept (a file read at every submit stays sm
 
 def avoided_path() -> str:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "ti-slurm", "avoided.json")
+    return os.path.join(base, "ti-slurm", "avoided", "nodes.json")  # its folder this user's alone (0700)
 
 
 def read_avoided(now: float | None = None) -> list[dict[str, Any]]:

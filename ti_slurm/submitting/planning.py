@@ -91,7 +91,8 @@ def restart_fields(spec: JobSpec) -> dict[str, Any]:
         "restart_in_place": restart.in_place if restart else 0,
         "checkpoint_signal": signal.name if signal else "",
         "signal_before": signal.before if signal else 0,
-        "watchdog_silence": spec.watchdog.silence if spec.watchdog else 0,
+        "watchdog_silence": (spec.watchdog.silence or 0) if spec.watchdog else 0,
+        "watchdog_progress": spec.watchdog.progress if spec.watchdog else False,
         "checkpoint_dir": spec.checkpoint_dir or "",
     }
 

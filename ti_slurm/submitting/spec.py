@@ -352,9 +352,18 @@ class SignalSpec(StrictModel):
 
 
 class WatchdogSpec(StrictModel):
-    """``watchdog: {silence: 900}``: a node whose command prints nothing (and touches no heartbeat) is hung."""
+    """``watchdog: {silence: 900}``: a node whose command prints nothing (and touches no heartbeat) is hung;
+    ``progress: true``: a node whose training step (written to ``TI_SLURM_PROGRESS_FILE``) stops advancing for
+    max(3x its usual step interval, 60 s) is hung, however much it prints (docs/failures.md)."""
 
-    silence: int = Field(ge=10, le=7 * 86400)
+    silence: int | None = Field(None, ge=10, le=7 * 86400)
+    progress: bool = False
+
+    @model_validator(mode="after")
+    def _something(self) -> WatchdogSpec:
+        if self.silence is None and not self.progress:
+            raise ValueError("give silence: SECONDS, progress: true, or both")
+        return self
 
 
 class InputSpec(StrictModel):

@@ -155,12 +155,13 @@ def named_cause(
     replaceable: Callable[[Outcome], bool],
     unlaunched: Mapping[str, str] | None = None,
     evidence: tuple[Evidence | None, list[Evidence]] = (None, []),
+    hung_said: str = "",
 ) -> Outcome:
     """A failed attempt's cause: nodes Slurm could not start a step on (``unlaunched``: node -> Slurm's words)
     or a lost node (both the nodes' failure, not the training's), a hung command, a node whose preflight
     failed that a spare (or a smaller size) can do without (``replaceable``: as a lost node), or a command's
     failure: the cause its logs say (``evidence``: the root and its consequences, :mod:`.blame`), else
-    ``unknown``."""
+    ``unknown``. ``hung_said``: the first hung node's own words (its watchdog's: silent, or no step)."""
     if unlaunched:
         by_reason: dict[str, list[str]] = {}
         for name, why in sorted(unlaunched.items()):
@@ -180,8 +181,11 @@ def named_cause(
         outcome.state = JobState.NODE_FAIL
         outcome.reason = f"node(s) {','.join(lost)} lost (its step stopped answering); {outcome.reason}"
     elif hung:
+        said = hung_said.removeprefix("hung: ") or f"printed nothing for {silence} s"
         outcome.cause = "hang"
-        outcome.reason = f"HUNG: node(s) {','.join(hung)} printed nothing for {silence} s"
+        outcome.reason = f"HUNG: node(s) {','.join(hung)} {said}"
+        text = f"{said}; its stacks are in its log"
+        outcome.evidence = {"cause": "hang", "node": hung[0], "log": "", "line": 0, "text": text}
     elif outcome.failed:
         root, consequences = evidence
         outcome.cause = root.cause if root is not None else "unknown"

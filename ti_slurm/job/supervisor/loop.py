@@ -117,7 +117,11 @@ class Supervisor(HearsSignals):
             unlaunched = {n: why for launch in self.steps.launches for n, why in launch.launch_failures().items()}
             silence, replaceable = self.plan.watchdog_silence, self.nodes.can_replace
             evidence = failure_evidence(self.plan, self.paths, snap.records, self.steps.launches)
-            outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched, evidence)
+            first_hung = min((r for r in snap.records.values() if r.error.startswith("hung")), key=lambda r: r.ended,
+                             default=None)  # fmt: skip
+            said = first_hung.error if first_hung else ""
+            hung = sorted(hung, key=lambda name: name != (first_hung.node if first_hung else ""))  # it first
+            outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched, evidence, said)
         return outcome
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:

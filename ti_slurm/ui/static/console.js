@@ -159,6 +159,12 @@ function showJob(data) {
     const li = el("li", `attempt ${a.attempt}: ${when} ${a.ended ? a.state + how : "running"}${a.reason ? ": " + a.reason : ""}`);
     li.className = a.in_place ? "in-place" : a.requeued ? "requeued" : "";
     if (a.start) li.append(el("div", `start: ${a.start}`, "note"));
+    if (a.cause && a.ended) {
+      const ev = a.evidence || {};
+      const where = ev.line ? `${ev.log}:${ev.line}` : ev.log || "";
+      const said = [where, ev.text || ""].filter((x) => x).join(": ");
+      li.append(el("div", `cause: ${a.cause}${ev.node ? " on " + ev.node : ""}${said ? ": " + said : ""}`, `note cause cause-${a.cause}`));
+    }
     for (const [lost, spare] of Object.entries(a.replaced || {})) li.append(el("div", spare ? `spare ${spare} took the place of lost node ${lost}` : `went on without lost node ${lost}`, "note"));
     attempts.append(li);
   }

@@ -1,0 +1,106 @@
+"""Failures named by their cause on the test cluster: each fault injected on one rank of a 2-node job
+(``python3 -m ti_slurm.admin.rehearse``, or a node's slurmd refused), read back through the CLI as users read it;
+the decision that follows the cause, and the blamed node left out of the next attempt and of the user's next
+jobs until released."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.usefixtures("cluster")
+
+
+def submit(tmp_path: Path, command: str, *extra: str, nodes: int = 2, wait: bool = True) -> tuple[str, dict]:  # type: ignore[type-arg]
+    """Submit a DDP job through the CLI (with ``--wait``); its id and its ``status --json``."""
+    spec = tmp_path / "job.yaml"
+    lines = [f"mode: ddp\nnodes: {nodes}\ncommand: {json.dumps(command)}\noutput_dir: {tmp_path / 'out'}", *extra]
+    spec.write_text("\n".join(lines) + "\n")
+    res = run_cli("submit", *(["--wait"] if wait else []), str(spec), env=state(tmp_path), timeout=300)
+    job_id = res.stdout.split()[0]
+    return job_id, status_of(tmp_path, job_id)
+
+
+def state(tmp_path: Path) -> dict[str, str]:
+    return {"XDG_STATE_HOME": str(tmp_path / "state")}  # the user's registry and avoided nodes: this test's own
+
+
+def status_of(tmp_path: Path, job_id: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(run_cli("status", job_id, "--json", env=state(tmp_path)).stdout)
+
+
+def rehearse(fault: str, *more: str) -> str:
+    return f"python3 -m ti_slurm.admin.rehearse {fault} --rank 1 --after 2 {' '.join(more)}".strip()
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause", "said"),
+    [
+        ("user_error", "user_error", "ModuleNotFoundError: No module named 'ti_slurm_rehearsal_no_such_module'"),
+        ("filesystem", "filesystem", "OSError: [Errno 28] No space left on device"),
+        ("nan", "nan", "step 1: loss nan"),
+        ("gpu_fault", "gpu_fault", "GPU has fallen off the bus."),
+        ("gpu_oom", "gpu_oom", "torch.OutOfMemoryError: CUDA out of memory."),
+        ("nccl", "nccl", "Watchdog caught collective operation timeout"),
+        ("exit", "unknown", ""),
+    ],
+)
+def test_each_injected_fault_is_named_with_the_node_and_line_that_show_it(
+    tmp_path: Path, fault: str, cause: str, said: str
+) -> None:
+    job_id, status = submit(tmp_path, rehearse(fault))
+    attempt = status["attempts"][-1]
+    assert status["state"] == "FAILED" and attempt["cause"] == cause, (attempt, status["reason"])
+    rank1 = status["components"][0]["nodes"][1]
+    table = run_cli("status", job_id, env=state(tmp_path)).stdout
+    if cause == "unknown":
+        assert attempt["evidence"] == {} and "  cause: unknown" in table
+        return
+    evidence = attempt["evidence"]
+    assert evidence["node"] == rank1 and evidence["log"] == "logs/ddp-1.log" and said in evidence["text"], evidence
+    log = (Path(status["job_dir"]) / evidence["log"]).read_text().splitlines()
+    assert said in log[evidence["line"] - 1]  # the line number points at it
+    assert f"  cause: {cause} on {rank1}: logs/ddp-1.log:{evidence['line']}: " in table, table
+
+
+def test_a_hang_is_named_with_the_silent_node(tmp_path: Path) -> None:
+    _, status = submit(tmp_path, rehearse("hang"), "watchdog: {silence: 10}")
+    attempt = status["attempts"][-1]
+    assert attempt["cause"] == "hang" and status["components"][0]["nodes"][1] in status["reason"], status["reason"]
+
+
+def test_a_users_own_bug_with_three_restarts_runs_twice(tmp_path: Path) -> None:
+    _, status = submit(tmp_path, rehearse("user_error", "--after 0"), "restart: {max: 3, on: [failure]}")
+    assert [a["cause"] for a in status["attempts"]] == ["user_error", "user_error"], status["attempts"]
+    assert status["state"] == "FAILED" and "user_error twice in a row" in status["reason"]
+
+
+def test_a_gpu_fault_keeps_its_node_out_of_the_next_attempt_and_of_the_users_next_jobs(tmp_path: Path) -> None:
+    """Rank 1's GPU falls off the bus in the first attempt: the requeued attempt runs without that node; so do
+    the user's next three jobs (each says so); ``nodes`` lists it; once released, a job may use it again."""
+    command = '[ "$TI_SLURM_RESTART_COUNT" = 0 ] && exec ' + rehearse("gpu_fault") + "; echo second attempt"
+    job_id, status = submit(tmp_path, command, "restart: {max: 1, on: [failure]}")
+    first, second = status["attempts"]
+    bad = first["evidence"]["node"]
+    assert (first["cause"], status["state"]) == ("gpu_fault", "COMPLETED") and bad == first["nodes"][1]
+    assert bad not in second["nodes"], (bad, second["nodes"])
+    listed = run_cli("nodes", "--json", env=state(tmp_path)).stdout
+    assert [(e["node"], e["cause"], e["job"]) for e in json.loads(listed)] == [(bad, "gpu_fault", job_id)]
+    for k in range(3):  # the partition has 4 nodes: a quarter of it (this one) is left out
+        (tmp_path / f"next{k}").mkdir()
+        spec = tmp_path / f"next{k}" / "job.yaml"
+        spec.write_text(f"mode: ddp\nnodes: 3\ncommand: hostname\noutput_dir: {tmp_path / f'next{k}'}\n")
+        res = run_cli("submit", "--wait", str(spec), env=state(tmp_path), timeout=300)
+        assert res.returncode == 0 and f"ti-slurm: leaving out {bad}: gpu_fault in job {job_id}" in res.stderr
+        nodes = status_of(tmp_path, res.stdout.split()[0])["components"][0]["nodes"]
+        assert bad not in nodes and len(nodes) == 3
+    assert run_cli("nodes", "--release", bad, env=state(tmp_path)).returncode == 0
+    spec = tmp_path / "next0" / "job.yaml"
+    res = run_cli("submit", str(spec), env=state(tmp_path))
+    shown = subprocess.run(["scontrol", "-o", "show", "job", res.stdout.split()[0]], capture_output=True, text=True)
+    assert "leaving out" not in res.stderr and f"ExcNodeList={bad}" not in shown.stdout

@@ -1,0 +1,87 @@
+"""Rehearse a failure: a job's command that fails one rank the way a real fault does, for the tests and for admins
+who want to see what ti-slurm says and does (docs/failures.md)::
+
+    command: python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1 --after 3
+
+Every rank prints a step a second (``step 3 loss 0.25``) and writes it to ``TI_SLURM_PROGRESS_FILE`` (for
+``watchdog: {progress: true}``); the chosen rank
+(``INDEX``, the node's rank) then fails as ``CAUSE`` does, the others go on until the job stops them:
+
+- ``user_error``: imports a module that does not exist (Python's own ``ModuleNotFoundError``);
+- ``filesystem``: writes to ``/dev/full`` (the kernel's own ``No space left on device``);
+- ``nan``: prints a NaN loss and stops, as a training that checks its loss does;
+- ``hang``: stops stepping and printing while alive (for the watchdog);
+- ``stall``: stops stepping but keeps printing (a collective that never returns while a thread logs: only the
+  progress watchdog sees it);
+- ``gpu_fault``, ``gpu_oom``, ``nccl``: print the lines a GPU fault (the driver's Xid), PyTorch's CUDA OOM and
+  NCCL's watchdog print, then exit 1 (no GPU needed: the lines are what ti-slurm reads);
+- ``exit``: exits 3 saying nothing (ti-slurm calls it ``unknown``).
+
+Standard library only; it touches nothing but its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+FAULTS = ("user_error", "filesystem", "nan", "hang", "stall", "gpu_fault", "gpu_oom", "nccl", "exit")
+SAID = {
+    "gpu_fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, GPU has fallen off the bus.",
+    "gpu_oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity"
+    " of 79.15 GiB of which 3.19 GiB is free.",
+    "nccl": "[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation timeout:"
+    " WorkNCCL(SeqNum=42, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
+}
+
+
+def fail(fault: str, rank: int) -> int:
+    """Fail as ``fault`` does; the exit code (``hang`` never returns)."""
+    if fault == "user_error":
+        __import__("ti_slurm_rehearsal_no_such_module")
+    if fault == "filesystem":
+        with open("/dev/full", "w") as fh:
+            fh.write("checkpoint" * 1000)
+            fh.flush()
+    if fault == "nan":
+        print(f"step {rank}: loss nan", flush=True)
+        raise SystemExit("ValueError: Loss is nan, stopping training")
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    if fault == "stall":
+        while True:
+            print("waiting for the allreduce", flush=True)
+            time.sleep(1.0)
+    if fault in SAID:
+        print("Traceback (most recent call last):", file=sys.stderr)
+        print(SAID[fault].format(pid=os.getpid(), rank=rank), file=sys.stderr, flush=True)
+    return 3 if fault == "exit" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m ti_slurm.admin.rehearse", description=__doc__.split("\n\n")[0])
+    parser.add_argument("fault", choices=FAULTS)
+    parser.add_argument("--rank", type=int, default=0, help="the rank that fails (INDEX); the others go on")
+    parser.add_argument("--after", type=float, default=2.0, help="seconds of steps before it fails")
+    parser.add_argument("--steps", type=float, default=600.0, help="seconds the other ranks step at most")
+    parser.add_argument("--every", type=float, default=1.0, help="seconds between steps")
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("INDEX") or os.environ.get("RANK") or 0)
+    started, step = time.monotonic(), 0
+    limit = args.after if rank == args.rank else args.steps
+    progress = os.environ.get("TI_SLURM_PROGRESS_FILE", "")
+    while time.monotonic() - started < limit:
+        step += 1
+        print(f"step {step} loss {1 / step:.4f}", flush=True)
+        if progress:
+            with open(progress, "w") as fh:
+                fh.write(f"{step}\n")
+        time.sleep(args.every)
+    return fail(args.fault, rank) if rank == args.rank else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
