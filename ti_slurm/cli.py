@@ -154,6 +154,9 @@ def _add_watching(sub: Any, remote: argparse.ArgumentParser) -> None:
     ls.add_argument("--limit", type=bounded(0, 10**6), default=20, help="the newest N jobs (20; 0: all)")
     ls.add_argument("--state", help="only jobs in this state (a sweep: with a point in it), e.g. FAILED")
     ls.add_argument("--name", help="only jobs whose name holds this text")
+    ls.add_argument(
+        "--goodput", action="store_true", help="where the shown jobs' time went, summed (a sweep's: --name or its id)"
+    )
 
 
 def _add_submit(s: argparse.ArgumentParser) -> None:
@@ -473,7 +476,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     print_table(["JOB", "NAME", "STATE", "REASON"], rows)
     if args.limit and len(groups) > args.limit:
         print(f"({len(groups) - args.limit} older not shown: --limit 0 shows all)")
+    if args.goodput:
+        print(goodput_line([s for group in groups[: args.limit or None] for s in group]))
     return 0
+
+
+def goodput_line(statuses: list[JobStatus]) -> str:
+    """``list --goodput``: where the time of ``statuses`` went, summed."""
+    from ti_slurm.follow.goodput import Goodput
+
+    total = Goodput()
+    for status in statuses:
+        if status.goodput:
+            total = total.add(Goodput(**status.goodput))
+    return f"{len(statuses)} job(s): {total.line()}"
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fake_sysfs, processes_matching, slurm_conf, wait_until_gone
+from tests.conftest import fake_sysfs, processes_matching, run_cli, slurm_conf, wait_until_gone
 from tests.testcluster import this_cluster
 
 pytestmark = [pytest.mark.usefixtures("cluster"), pytest.mark.whole_cluster]  # the site config, drained nodes
@@ -129,3 +130,35 @@ def resume_until_it_stays(node: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"{node} stays drained: {info}")
+
+
+def test_a_node_a_jobs_failure_blamed_is_drained_when_the_site_asks(tmp_path: Path) -> None:
+    """``drain_blamed_nodes = true``: rank 1's GPU falls off the bus; its node's Epilog drains it for everyone,
+    with the cause as Slurm's reason; the other node stays up."""
+    site = this_cluster().site_config
+    saved = site.read_text()
+    site.write_text(saved + "drain_blamed_nodes = true\n")
+    spec = tmp_path / "job.yaml"
+    command = "python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1 --after 1"
+    spec.write_text(f"mode: ddp\nnodes: 2\npartition: rdma\nrdma: off\ncommand: {command}\noutput_dir: {tmp_path}\n")
+    bad = ""
+    try:
+        res = run_cli("submit", "--wait", str(spec), env={"XDG_STATE_HOME": str(tmp_path / "state")}, timeout=300)
+        job_id = res.stdout.split()[0]
+        status = json.loads(run_cli("status", job_id, "--json", env={"XDG_STATE_HOME": str(tmp_path / "state")}).stdout)
+        bad, good = status["components"][0]["nodes"][1], status["components"][0]["nodes"][0]
+        assert status["attempts"][-1]["cause"] == "gpu_fault" and status["attempts"][-1]["evidence"]["node"] == bad
+        deadline, reason = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            info = subprocess.run(["scontrol", "show", "node", bad], capture_output=True, text=True).stdout
+            m = re.search(r"Reason=(.*?) \[", info)
+            if m and "DRAIN" in info:
+                reason = m.group(1)
+                break
+            time.sleep(0.5)
+        assert reason == f"ti-slurm: gpu_fault in job {job_id}"
+        assert "DRAIN" not in subprocess.run(["scontrol", "show", "node", good], capture_output=True, text=True).stdout
+    finally:
+        site.write_text(saved)
+        if bad:
+            resume_until_it_stays(bad)

@@ -112,6 +112,8 @@ def test_a_failed_attempt_shows_its_cause_and_the_line_that_showed_it(
     cause = page.locator("#attempts .cause")
     expect(cause).to_contain_text(re.compile(r"^cause: gpu_oom on \S+: logs/ddp-1.log:1: torch.OutOfMemoryError"))
     expect(cause).to_contain_text("<b>20.00 GiB</b>")  # the log's words as text, never HTML
+    went = re.compile(r"queued [^,]+, starting [^,]+, productive [^,]+, lost")
+    expect(page.locator("#summary")).to_contain_text(went)
     assert page.locator("#attempts b").count() == 0
     shot(page, "cause", folder)
 

@@ -135,3 +135,22 @@ def test_a_rank_that_stops_stepping_while_it_prints_is_hung_a_minute_later(tmp_p
     log = (Path(status["job_dir"]) / "logs" / "ddp-1.log").read_text()
     assert "waiting for the allreduce" in log and ("Current thread" in log or "Thread 0x" in log)
     assert "  cause: hang on " in table
+
+
+def test_where_a_jobs_time_went_is_in_status_and_list_goodput(tmp_path: Path) -> None:
+    """A job that reports its steps, restarted in place once after a GPU fault: its time splits into queued,
+    starting, productive, lost and recomputed in ``status``, ``--json`` and ``list --goodput``."""
+    command = (
+        'if [ "$TI_SLURM_RESTART_COUNT" = 0 ]; then exec python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1'
+        " --after 3 --every 0.5; fi; python3 -m ti_slurm.admin.rehearse exit --rank 9 --steps 2 --every 0.5"
+    )
+    code, table, status = submit(tmp_path, command, "restart: {in_place: 1, on: [failure]}\n")
+    assert code == 0, status["reason"]
+    spent = status["goodput"]
+    assert spent["productive"] > 1.0 and spent["lost"] > 0.0 and spent["starting"] > 0.0, spent
+    buckets = sum(spent[k] for k in ("queued", "starting", "productive", "lost", "recomputed"))
+    assert abs(buckets - spent["wall"]) < 2.0 and 0 < spent["effective"] <= 1, spent
+    assert status["attempts"][0]["progress"]["last"] >= "5" and status["attempts"][1]["progress"]["first"] == "1"
+    assert "  time: " in table and "productive" in table and "effective" in table
+    listed = run_cli("list", "--goodput", env={"XDG_STATE_HOME": str(tmp_path / "state")}).stdout
+    assert "1 job(s): time: " in listed and ", lost " in listed, listed

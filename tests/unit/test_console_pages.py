@@ -1,5 +1,5 @@
 """What the console's views show, from records (pure): the list's order, sweeps and filters; a log's text
-without terminal control; the effective training time; the bounded usage series the charts draw."""
+without terminal control; the bounded usage series the charts draw."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from ti_slurm import JobState
-from ti_slurm.follow.status import AttemptStatus, JobStatus
+from ti_slurm.follow.status import JobStatus
 from ti_slurm.job import usage as sampling
-from ti_slurm.ui.pages import effective_time, job_rows, plain
+from ti_slurm.ui.pages import job_rows, plain
 
 
 def status(job_id: str, name: str, state: JobState, sweep: str = "", submitted: float = 0.0) -> JobStatus:
@@ -34,12 +34,6 @@ def test_the_list_is_newest_first_with_a_sweep_as_one_row_and_filters() -> None:
 def test_a_log_is_shown_as_text_without_terminal_control() -> None:
     raw = b"\x1b[31mred\x1b[0m line\r\nbell\x07 \xff tab\there\n\x1b]0;title\x07"
     assert plain(raw) == "red line\nbell \ufffd tab\there\n"  # a window-title sequence is gone whole
-
-
-def test_effective_training_time_counts_the_time_between_attempts_against_it() -> None:
-    attempts = [AttemptStatus(0, started=100.0, ended=190.0), AttemptStatus(1, started=200.0, ended=300.0)]
-    assert effective_time(attempts, ended=True) == 0.95  # 190 s of 200 s ran
-    assert effective_time([], ended=False) is None
 
 
 def test_the_usage_series_stays_bounded_over_a_long_run(tmp_path: Path) -> None:

@@ -263,11 +263,55 @@ def epilog(env: Mapping[str, str], site: SiteConfig) -> int:
             os.kill(pid, signal.SIGKILL)
     if leftovers:
         log(site, f"epilog: job {job_id}: killed {len(leftovers)} leftover process(es)")
+    node = env.get("SLURMD_NODENAME", "")
+    if site.drain_blamed_nodes and node:
+        reason = blame_here(job_id, user.pw_uid, node)
+        if reason:
+            log(site, f"epilog: job {job_id} on {node}: draining: {reason}")
+            drain(node, reason, min(10.0, site.hook_timeout / 2))
     base = safe_base(site)
     remove_path(os.path.join(base, job_id))
     remove_staged(site.stage_dir, user, job_id)  # what the job's steps staged on this node (a killed step's stays)
     log(site, f"epilog: job {job_id}: cleaned")
     return 0
+
+
+RECORD_TAIL = 1 << 20  # the end of a job's record the Epilog reads (its last attempt's end is there)
+
+
+def blame_here(job_id: str, uid: int, node: str) -> str:
+    """Slurm's drain reason when the job's last attempt blamed ``node`` (``drain_blamed_nodes``: a GPU fault, a
+    step Slurm could not start, a filesystem error, the root of an NCCL cascade), else "". The record is the
+    job's own: found through Slurm's StdOut of the job, a regular file of the job's user, read without following
+    a link; the reason holds only the cause's word and the job's id, never the record's text."""
+    from ti_slurm.core.causes import CAUSES, blamed_node
+    from ti_slurm.core.events import parse_events
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.slurm.text import output_dir, show_job_records
+
+    done = subprocess.run([scontrol_path(), "-o", "show", "job", job_id], capture_output=True, text=True,
+                          timeout=10, check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    records = show_job_records(done.stdout) if done.returncode == 0 else []
+    folder = output_dir(records[0]) if records else None
+    if not folder:
+        return ""
+    try:
+        fd = os.open(JobPaths.of(folder, job_id).status, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid:
+            return ""
+        fh.seek(max(0, info.st_size - RECORD_TAIL))
+        text = fh.read(RECORD_TAIL).decode(errors="replace")
+    ends = [e for e in parse_events(text) if e.get("event") == "end"]
+    if not ends:
+        return ""
+    cause, evidence = str(ends[-1].get("cause") or ""), ends[-1].get("evidence")
+    if cause not in CAUSES or not isinstance(evidence, dict) or blamed_node(cause, evidence) != node:
+        return ""
+    return f"ti-slurm: {cause} in job {job_id}"
 
 
 def run_hook(name: str) -> int:

@@ -71,6 +71,7 @@ class SiteConfig:
     job_dir_base: str = "/var/lib/ti-slurm/jobs"
     rdma_devices: tuple[str, ...] = ()
     rdma_check: str = "log"  # log | drain
+    drain_blamed_nodes: bool = False  # the Epilog drains a node a job's failure blamed (a GPU fault, ...)
     sysfs_root: str = "/sys"  # "{node}" is replaced by the node's name (for test clusters)
     npu_gres: str = "npu"  # the GRES name Slurm gives Ascend NPUs
     hccn_conf: str = "/etc/hccn.conf"  # each node's NPU device IPs; "{node}" as in sysfs_root
@@ -125,6 +126,8 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     "job_dir_base": "where the Prolog makes each job's private directory (root-owned, 0755)",
     "rdma_devices": "HCAs whose ports must be ACTIVE on RDMA partitions (the Prolog's check)",
     "rdma_check": "`log`, or `drain`: a port not ACTIVE drains the node",
+    "drain_blamed_nodes": "true: the Epilog drains a node a job's failure blamed (`gpu_fault`, `launch`, `filesystem`,"
+    " the root of an `nccl` cascade: docs/failures.md), with `ti-slurm: <cause> in job <id>` as Slurm's reason",
     "sysfs_root": "where `class/infiniband` lives (`{node}` is the node's name)",
     "npu_gres": "the GRES name of Ascend NPUs (`npus_per_node` asks for `gres <name>:N`)",
     "hccn_conf": "each node's NPU device IPs (`address_<id>=`), for the rank table (`{node}` as above)",
@@ -191,6 +194,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         job_dir_base=get.path("job_dir_base", SiteConfig.job_dir_base) or SiteConfig.job_dir_base,
         rdma_devices=get.names("rdma_devices", _DEVICE),
         rdma_check=get.choice("rdma_check", ("log", "drain")),
+        drain_blamed_nodes=get.boolean("drain_blamed_nodes", False),
         sysfs_root=get.path("sysfs_root", "/sys") or "/sys",
         npu_gres=get.word("npu_gres", "npu"),
         hccn_conf=get.path("hccn_conf", "/etc/hccn.conf") or "/etc/hccn.conf",

@@ -50,6 +50,7 @@ class AttemptStatus:
     cause: str = ""  # why it ended: a cause of ti_slurm.core.causes.CAUSES ("" when it completed or runs)
     # the log line that named the cause: {cause, node, log, line, text, consequences: [nodes]}
     evidence: dict[str, Any] = field(default_factory=dict)
+    progress: dict[str, Any] = field(default_factory=dict)  # its first and last training step, and when
     reason: str = ""
     requeued: bool = False  # the job went on in a next attempt ...
     in_place: bool = False  # ... in the same allocation (restart.in_place), not through the queue
@@ -89,6 +90,8 @@ class JobStatus:
     sweep: str = ""  # the sweep it is a point of
     undelivered: list[dict[str, Any]] = field(default_factory=list)  # notifications the job could not post
     submitted: float = 0.0  # when it was submitted (0: not known)
+    # where its time went: queued, starting, productive, lost, recomputed, wall (s); effective (a share)
+    goodput: dict[str, Any] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -171,6 +174,15 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             status.reason = "the job ended without a final record (killed, or its node failed)"
         else:
             status.reason = "not in the queue and no record in the job directory"
+    return with_goodput(status)
+
+
+def with_goodput(status: JobStatus) -> JobStatus:
+    """``status`` with where its time went (:mod:`ti_slurm.follow.goodput`), once it has started."""
+    from ti_slurm.follow.goodput import goodput
+
+    if status.attempts:
+        status.goodput = goodput(status.submitted, status.attempts, time.time()).as_dict()
     return status
 
 
@@ -295,6 +307,7 @@ def _end_fields(attempt: AttemptStatus, ev: dict[str, Any]) -> None:
     """What an ``end`` event says of its attempt: the cause and its evidence, the reason, whether it went on."""
     attempt.cause, attempt.reason = str(ev.get("cause") or ""), str(ev.get("reason", ""))
     attempt.evidence = _mapping(ev.get("evidence"))
+    attempt.progress = _mapping(ev.get("progress"))
     attempt.requeued = ev.get("requeue") is True
     attempt.in_place = attempt.requeued and ev.get("in_place") is True
     lost = ev.get("lost_nodes")
@@ -316,6 +329,15 @@ def cause_line(attempt: AttemptStatus) -> str:
     if isinstance(after, list) and after:
         line += f" (then {', '.join(str(n) for n in after)} failed as a consequence)"
     return line
+
+
+def _goodput_lines(status: JobStatus) -> list[str]:
+    """Where an ended job's time went (a running one's shows in --json and the console as it goes)."""
+    from ti_slurm.follow.goodput import Goodput
+
+    if not status.goodput or not status.state.is_terminal:
+        return []
+    return [f"  {Goodput(**{k: v for k, v in status.goodput.items()}).line()}"]
 
 
 def _cause_lines(status: JobStatus) -> list[str]:
@@ -407,7 +429,7 @@ def format_status(status: JobStatus) -> str:
         head += f"  ({status.reason})"
     if status.waits_for:
         head += f"  waits for {status.waits_for}"
-    lines = [head, *_cause_lines(status), *_code_lines(status.code), *_start_lines(status)]
+    lines = [head, *_cause_lines(status), *_code_lines(status.code), *_start_lines(status), *_goodput_lines(status)]
     lines += _attempt_lines(status.attempts)
     if status.components:
         lines.append(f"  {'component':<10} {'state':<10} {'exit':<5} nodes")

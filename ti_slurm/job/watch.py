@@ -44,11 +44,39 @@ PROGRESS_FACTOR = 3.0  # ... nor less than this many times the 99th percentile s
 PROGRESS_LEARN = 3  # steps seen before the watchdog judges (a first step may come after a long start)
 
 
+def note_first_step(path: str, step: str, at: float) -> None:
+    """Write ``<progress file>.first``: this attempt's first step and when it came."""
+    try:
+        fd = os.open(path + ".first", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        os.write(fd, f"{step} {at:.3f}\n".encode())
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def read_progress(path: str, since: float) -> dict[str, object]:
+    """What a node's progress files say of the attempt that began at ``since``: its first and last step and when
+    ({} when it reported none)."""
+    out: dict[str, object] = {}
+    last_at = mtime(path)
+    try:
+        if last_at >= since:
+            with open(path) as fh:
+                out.update(last=fh.read(64).strip(), last_at=round(last_at, 3))
+        with open(path + ".first") as fh:
+            step, at = fh.read(128).split()
+        if float(at) >= since:
+            out.update(first=step, first_at=round(float(at), 3))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 class ProgressWatch:
     """One node's training steps, as its command writes them to ``TI_SLURM_PROGRESS_FILE``."""
 
-    def __init__(self, path: str) -> None:
-        self.path, self.seen = path, 0.0
+    def __init__(self, path: str, started: float = 0.0) -> None:
+        self.path, self.seen, self.started = path, 0.0, started  # a write before ``started``: an earlier attempt's
         self.step: str = ""
         self.stepped_at = 0.0  # when the step last advanced (time.time())
         self.intervals: list[float] = []  # seconds between steps, the latest 256
@@ -56,7 +84,7 @@ class ProgressWatch:
     def look(self, now: float) -> str:
         """Why the command is hung ("" while it steps, or before it has stepped :data:`PROGRESS_LEARN` times)."""
         changed = mtime(self.path)
-        if changed and changed != self.seen:
+        if changed and changed != self.seen and changed >= self.started:
             self.seen = changed
             try:
                 with open(self.path) as fh:
@@ -66,6 +94,8 @@ class ProgressWatch:
             if step != self.step:
                 if self.stepped_at:
                     self.intervals = [*self.intervals[-255:], now - self.stepped_at]
+                else:  # this attempt's first step: where it resumed, and when (goodput: core/goodput.py)
+                    note_first_step(self.path, step, now)
                 self.step, self.stepped_at = step, now
         if len(self.intervals) < PROGRESS_LEARN:
             return ""
@@ -155,10 +185,11 @@ class NodeWatch:
         self.alive_file = step_alive_file(paths, name, run.contract.index)
         self.watched = (paths.node_log(name, run.contract.index), run.env.get("TI_SLURM_HEARTBEAT_FILE", ""))
         self.silence = run.plan.watchdog_silence if watch_silence else 0
-        progress = run.env.get("TI_SLURM_PROGRESS_FILE", "")
-        self.progress = ProgressWatch(progress) if watch_silence and run.plan.watchdog_progress and progress else None
-        self.node = run.contract.node
         self.started = time.time()
+        progress = run.env.get("TI_SLURM_PROGRESS_FILE", "")
+        self.progress = ProgressWatch(progress, self.started) if watch_silence and progress else None
+        self.judges_progress = run.plan.watchdog_progress  # a stall is a hang (else steps are only noted)
+        self.node = run.contract.node
         self.touched = 0.0
         self.error = ""  # why the command was stopped, once it was
         self.usage = usage_sampler(run, paths.node_usage(name, run.contract.index))
@@ -206,6 +237,7 @@ class NodeWatch:
             # with the watchdog, when the command last wrote: the supervisor names every silent node
             self.mark_alive(f"{last:.3f}\n" if watching else "")
         stalled = self.progress.look(now) if self.progress is not None and not self.error else ""
+        stalled = stalled if self.judges_progress else ""
         if stalled:
             self.error = stalled
         elif not watching or now - last < self.silence:

@@ -102,7 +102,8 @@ def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
         "reason": status.reason,
         "waits_for": status.waits_for,
         "code": status.code,
-        "effective": effective_time(status.attempts, status.state.is_terminal),
+        "effective": status.goodput.get("effective"),
+        "goodput": status.goodput,  # where its time went (follow/goodput.py)
         "attempts": [a.__dict__ | {"start": attempt_start(status, a)} for a in status.attempts],
         "nodes": nodes,
         "series": {u.label: {"node": u.node, "points": u.series} for u in usage},
@@ -115,18 +116,6 @@ def attempt_start(status: Any, attempt: Any) -> str:
     """How ``attempt`` started, as ``status`` says it (the queue wait for the first)."""
     submitted = status.submitted if attempt is status.attempts[0] else 0.0
     return start_line(submitted, attempt.timeline, attempt.ended)
-
-
-def effective_time(attempts: list[Any], ended: bool) -> float | None:
-    """The share of the time since the first start that the commands ran (restarts and requeues count against
-    it: the queue between attempts, the steps' starts), as large runs report their effective training time."""
-    started = [a for a in attempts if a.started]
-    if not started:
-        return None
-    end = (started[-1].ended or time.time()) if ended else time.time()
-    ran = sum((a.ended or end) - a.started for a in started)
-    span = end - started[0].started
-    return round(min(ran / span, 1.0), 3) if span > 0 else None
 
 
 def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:

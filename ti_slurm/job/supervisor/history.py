@@ -38,6 +38,8 @@ class AttemptRecord:
             extra["lost_nodes"] = outcome.lost_nodes
         if outcome.evidence:
             extra["evidence"] = outcome.evidence
+        if outcome.progress:
+            extra["progress"] = outcome.progress
         if outcome.in_place:
             extra["in_place"] = True
         try:

@@ -28,6 +28,7 @@ class Outcome:
     failed: dict[str, object] = field(default_factory=dict)
     cause: str = ""  # why the attempt ended: a cause of ti_slurm.core.causes.CAUSES ("" when it completed)
     evidence: dict[str, object] = field(default_factory=dict)  # the log line that named the cause, and where
+    progress: dict[str, object] = field(default_factory=dict)  # the attempt's first and last training step, when
     lost_nodes: list[str] = field(default_factory=list)
     requeue: bool = False  # the job goes on in a next attempt
     requeued_by_slurm: bool = False  # ... which Slurm has already queued (preemption, node failure)

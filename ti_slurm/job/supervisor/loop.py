@@ -27,6 +27,7 @@ from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes, StartNote
 from ti_slurm.job.supervisor.signals import HearsSignals
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
 from ti_slurm.job.supervisor.steps import Steps
+from ti_slurm.job.watch import read_progress
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
 ADDRESSES_UP_TO = 1024  # larger jobs resolve names on each node (one lookup per name per node)
@@ -69,6 +70,7 @@ class Supervisor(HearsSignals):
         self._checkpoint_signal: int | None = None
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
+        self.attempt_started = time.time()
 
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
@@ -110,6 +112,7 @@ class Supervisor(HearsSignals):
         self.start_notes = StartNotes(self.paths.nodes_dir, launched_nodes(self.steps.launches), self.event)
         outcome = self.loop()
         self.start_notes.note(now=True)
+        outcome.progress = attempt_progress(self.paths, self.steps.launches, self.attempt_started)
         if outcome.state is JobState.FAILED and not outcome.cause:
             snap = self.records.snapshot()
             lost = self.liveness.lost(self.steps.launches, snap, self.control)
@@ -239,3 +242,19 @@ def code_record(plan: JobPlan) -> dict[str, object]:
         return {}
     code = {"dir": plan.code_dir, "tree": plan.code_tree, "commit": plan.code_commit, "dirty": plan.code_dirty}
     return {"code": code}
+
+
+def attempt_progress(paths: JobPaths, launches: list[Launch], since: float) -> dict[str, object]:
+    """The attempt's training steps as its nodes reported them (``TI_SLURM_PROGRESS_FILE``): the earliest first
+    step and the latest last one, each with when ({} when none reported)."""
+    found = [read_progress(paths.progress(launch.component, n), since) for launch in launches for n in launch.nodes]
+    firsts = [f for f in found if "first_at" in f]
+    lasts = [f for f in found if "last_at" in f]
+    out: dict[str, object] = {}
+    if firsts:
+        first = min(firsts, key=lambda f: float(str(f["first_at"])))
+        out.update(first=first["first"], first_at=first["first_at"])
+    if lasts:
+        last = max(lasts, key=lambda f: float(str(f["last_at"])))
+        out.update(last=last["last"], last_at=last["last_at"])
+    return out

@@ -148,8 +148,10 @@ function showJob(data) {
   document.getElementById("cancel").disabled = data.terminal;
   const summary = document.getElementById("summary");
   summary.replaceChildren();
-  const effective = data.effective === null ? "" : `${(data.effective * 100).toFixed(1)}% of the time since the first start`;
-  const facts = [["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
+  const effective = data.effective === null || data.effective === undefined ? "" : `${(data.effective * 100).toFixed(1)}% of the time since the first start`;
+  const spent = data.goodput || {};
+  const went = ["queued", "starting", "productive", "lost", "recomputed"].filter((k) => spent[k] !== undefined).map((k) => `${k} ${seconds(spent[k])}`).join(", ");
+  const facts = [["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["where the time went", went], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
   for (const [k, v] of facts) if (v) summary.append(el("dt", k), el("dd", v));
   const attempts = document.getElementById("attempts");
   attempts.replaceChildren();
