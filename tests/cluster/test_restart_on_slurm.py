@@ -421,7 +421,8 @@ def test_a_failing_rank_is_restarted_in_place_and_resumes_from_its_checkpoint(tm
     final = job.wait(timeout=300)
     assert final.state is JobState.COMPLETED, final.reason
     assert [(a.state, a.in_place) for a in final.attempts] == [("FAILED", True), ("COMPLETED", False)]
-    assert final.attempts[0].cause == "failure" and final.attempts[0].nodes == final.attempts[1].nodes
+    # rank 1 exits 3 saying why in words no signature knows; the other rank's error after it is a consequence
+    assert final.attempts[0].cause == "unknown" and final.attempts[0].nodes == final.attempts[1].nodes
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 40)
     aside = Path(job.job_dir) / "attempts" / "0" / "logs"
     assert "rank 1: exiting 3 on purpose at step 25" in (aside / "ddp-1.log").read_text()
@@ -494,7 +495,7 @@ def test_a_node_slurm_cannot_start_the_step_on_is_named_and_swapped_for_a_spare(
     assert final.state == "COMPLETED", final.reason
     assert [(tmp_path / f"ran-{i}").read_text().split() for i in range(2)] == [["0", master], ["1", spare]]
     refused = final.attempts[1]
-    assert refused.lost_nodes == [bad] and refused.cause == "node_fail", refused
+    assert refused.lost_nodes == [bad] and refused.cause == "launch", refused
     assert refused.reason.startswith(f"Slurm could not start the step on node(s) {bad} ("), refused.reason
     shown = run_cli("status", job.id).stdout
     assert f"spare {spare} took the place of lost node {bad}" in shown, shown
@@ -573,7 +574,7 @@ def test_a_hang_is_restarted_in_place_once_from_a_yaml_spec(tmp_path: Path) -> N
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.split()[0]
     shown = run_cli("status", job_id).stdout
-    assert "FAILED -> restarted in place HUNG: node(s)" in shown, shown
+    assert re.search(r"FAILED -> restarted in place hang +HUNG: node\(s\)", shown), shown
     assert json.loads((tmp_path / out).read_text()) == reference(tmp_path, 60)
     assert "attempt 1 starts at step 30" in (tmp_path / "jobs" / job_id / "logs" / "ddp-1.log").read_text()
     assert_nothing_left(out)

@@ -93,6 +93,13 @@ def test_the_root_is_the_first_failure_that_is_no_collective_cascade() -> None:
     only_nccl = Evidence("nccl", "NCCL error", 3, node="node03")
     assert root_of([(5.0, only_nccl)]) == (only_nccl, [])
     assert root_of([]) == (None, [])
+    # the first rank exits 3 saying nothing; the other, stopped after it, raises (its peer is gone): unknown, not
+    # the other's exception
+    peer_gone = Evidence("user_error", "RuntimeError: Connection closed by peer", 40, node="node01")
+    assert root_of([(10.0, None), (11.0, peer_gone)]) == (None, [peer_gone])
+    # ... but a GPU fault on a later rank is no consequence of a rank that said nothing
+    xid = Evidence("gpu_fault", "NVRM: Xid 79", 7, node="node04")
+    assert root_of([(10.0, None), (12.0, xid)]) == (xid, [])
 
 
 def test_the_decision_follows_the_cause() -> None:

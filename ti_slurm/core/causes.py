@@ -122,16 +122,24 @@ def classify(
     return min(found.values(), key=lambda e: order.index(e.cause)) if found else None
 
 
-def root_of(found: Iterable[tuple[float, Evidence]]) -> tuple[Evidence | None, list[Evidence]]:
-    """Of the failed nodes' evidence (with when each node's command ended), the root cause and its consequences:
-    the first in time that is no cascade (an NCCL error on the other ranks follows a rank's real failure), else
-    the first in time."""
+def root_of(found: Iterable[tuple[float, Evidence | None]]) -> tuple[Evidence | None, list[Evidence]]:
+    """Of the failed nodes' evidence (with when each node's command ended; None: its log said nothing known), the
+    root cause and its consequences. The root is the first node to fail, when its log names a cause that is no
+    cascade; else (it said nothing, or only a collective's error) a later node's cause that cannot be a
+    consequence of another rank's failure (a GPU fault or OOM, a full disk, a NaN: not an NCCL error, and not a
+    Python exception, which a rank that lost its peers raises); else the first node's collective error; else
+    none (``unknown``)."""
     ordered = [e for _, e in sorted(found, key=lambda pair: pair[0])]
     if not ordered:
         return None, []
-    roots = [e for e in ordered if e.cause not in CASCADES] or ordered
-    root = roots[0]
-    return root, [e for e in ordered if e is not root]
+    first = ordered[0]
+    said = [e for e in ordered if e is not None]
+    if first is not None and first.cause not in CASCADES:
+        root: Evidence | None = first
+    else:
+        independent = [e for e in said if e.cause not in (*CASCADES, "user_error")]
+        root = independent[0] if independent else first
+    return root, [e for e in said if e is not root]
 
 
 def restart_word(cause: str) -> str:

@@ -51,7 +51,7 @@ def failure_evidence(
     """The failed attempt's root cause and its consequences, from the failed nodes' logs (and srun's stderr for
     their launch: Slurm's OOM kill of a step is said there); (None, []) when no log says anything known."""
     signatures = compiled(plan.failure_signatures)
-    found: list[tuple[float, Evidence]] = []
+    found: list[tuple[float, Evidence | None]] = []
     for record in records.values():
         if record.exit_code == 0:
             continue
@@ -67,7 +67,7 @@ def failure_evidence(
             evidence.node, evidence.log = record.node, f"logs/{node_label(record.component, record.index)}.log"
             if label.endswith("(srun)"):
                 evidence.log = "srun"
-            found.append((record.ended, evidence))
+        found.append((record.ended, evidence))
     return root_of(found)
 
 
