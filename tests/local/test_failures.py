@@ -154,3 +154,13 @@ def test_where_a_jobs_time_went_is_in_status_and_list_goodput(tmp_path: Path) ->
     assert "  time: " in table and "productive" in table and "effective" in table
     listed = run_cli("list", "--goodput", env={"XDG_STATE_HOME": str(tmp_path / "state")}).stdout
     assert "1 job(s): time: " in listed and ", lost " in listed, listed
+
+
+def test_attempts_that_get_no_further_stop_after_three(tmp_path: Path) -> None:
+    """Each attempt steps to 4 and fails the same way: with five restarts allowed, the fourth attempt (the third
+    that got no further than the first) is the last, saying so."""
+    command = "python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1 --after 2 --steps 2 --every 0.5"
+    code, _, status = submit(tmp_path, command, "restart: {in_place: 5, on: [failure]}\n")
+    assert code == 1 and len(status["attempts"]) == 4, [a["progress"] for a in status["attempts"]]
+    last = status["attempts"][0]["progress"]["last"]
+    assert status["reason"].endswith(f"not restarted: no progress in 3 attempts (last step {last})"), status["reason"]

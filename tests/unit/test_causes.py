@@ -138,3 +138,13 @@ def test_the_progress_watchdog_learns_the_step_interval_and_calls_a_stall(tmp_pa
         os.utime(tmp_path / "slow", (2000.0 + k, 2000.0 + k))
         slow.look(40.0 * k)
     assert slow.look(160.0 + 119.0) == "" and slow.look(160.0 + 121.0).startswith("hung: no step for 121 s")
+
+
+def test_no_progress_in_three_attempts_stops_the_job() -> None:
+    from ti_slurm.core.causes import no_progress
+
+    assert no_progress(["1200", "1200", "1150", "1200"]) == "no progress in 3 attempts (last step 1200)"
+    assert no_progress(["1200", "1300", "1200", "1200"]) == ""  # the second attempt got further
+    assert no_progress(["1200", "", "", ""]) == "no progress in 3 attempts (last step 1200)"  # no step at all since
+    assert no_progress(["", "", "", ""]) == ""  # a job that reports no steps is never stopped so
+    assert no_progress(["100", "100", "100"]) == ""  # three attempts in all: not three after a best one

@@ -42,9 +42,12 @@ def test_a_failed_event_names_the_node_and_its_last_lines(write_spec, tmp_path: 
     Path(paths.logs_dir).mkdir(parents=True)
     Path(paths.node_log("ddp", 1)).write_text("".join(f"line {i}\n" for i in range(30)))
     failed = {"component": "ddp", "index": 1, "node": "node02", "exit_code": 3}
-    record = {"event": "end", "state": "FAILED", "reason": "ddp node node02 (index 1) exited 3", "failed": failed}
+    evidence = {"cause": "gpu_oom", "node": "node02", "log": "logs/ddp-1.log", "line": 29, "text": "CUDA out of memory"}
+    record = {"event": "end", "state": "FAILED", "reason": "ddp node node02 (index 1) exited 3", "failed": failed,
+              "cause": "gpu_oom", "evidence": evidence}  # fmt: skip
     msg = message(plan, paths, "failed", record)
     assert (msg["job"], msg["name"], msg["node"], msg["node_label"]) == ("77", "told", "node02", "ddp-1")
+    assert (msg["cause"], msg["evidence"]) == ("gpu_oom", evidence)
     assert (
         msg["log_tail"] == [f"line {i}" for i in range(10, 30)]
         and msg["logs_command"] == "ti-slurm logs 77 --node ddp-1"

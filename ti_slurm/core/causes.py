@@ -165,6 +165,34 @@ def restart_allowed(cause: str, restart_on: Sequence[str], earlier: Sequence[str
     return True, ""
 
 
+NO_PROGRESS_ATTEMPTS = 3  # attempts in a row that got no further: the job stops
+
+
+def no_progress(steps: Sequence[str]) -> str:
+    """Why a job whose attempts report their steps stops restarting ("" to go on): the last
+    :data:`NO_PROGRESS_ATTEMPTS` attempts (``steps``: each one's last step, oldest first, "" when it reported
+    none; the one just ended last) each ended at or below the best step before them. A job that reports no
+    steps is never stopped so."""
+    numbers = [float(s) if _is_number(s) else None for s in steps]
+    if len(numbers) <= NO_PROGRESS_ATTEMPTS or not any(n is not None for n in numbers):
+        return ""
+    before = [n for n in numbers[:-NO_PROGRESS_ATTEMPTS] if n is not None]
+    if not before:
+        return ""
+    best = max(before)
+    if all(n is None or n <= best for n in numbers[-NO_PROGRESS_ATTEMPTS:]):
+        return f"no progress in {NO_PROGRESS_ATTEMPTS} attempts (last step {steps[-1] or f'{best:g}'})"
+    return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def blamed_node(cause: str, evidence: Mapping[str, object]) -> str:
     """The node an attempt's cause blames ("" for none): a GPU fault, a step Slurm could not start, a lost node, a
     filesystem error on it, or the root of an NCCL cascade (other ranks failed after it). It is left out of the

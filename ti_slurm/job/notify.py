@@ -65,10 +65,13 @@ def message(plan: JobPlan, paths: JobPaths, name: str, record: dict[str, Any]) -
         "name": plan.name,
         "state": "RUNNING" if name == "running" else str(record.get("state", "")),
         "reason": str(record.get("reason", "")),
+        "cause": str(record.get("cause") or ""),  # docs/failures.md: the class of why the attempt ended
         "attempt": record.get("attempt", 0),
         "time": record.get("time"),
         "status_command": f"ti-slurm status {job}",
     }
+    if isinstance(record.get("evidence"), dict):
+        out["evidence"] = record["evidence"]  # the log line that showed the cause: node, log, line, text
     failed = record.get("failed")
     if name in ("failed", "hung", "requeued") and isinstance(failed, dict) and failed.get("component") is not None:
         label = f"{failed['component']}-{failed.get('index')}"

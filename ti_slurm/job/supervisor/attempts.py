@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ti_slurm.core.causes import Evidence, restart_allowed, restart_word
+from ti_slurm.core.causes import Evidence, no_progress, restart_allowed, restart_word
 from ti_slurm.core.choices import IN_PLACE_CAUSES
 from ti_slurm.core.hostlist import compress
 from ti_slurm.core.plan import JobPlan
@@ -87,6 +87,20 @@ def restart_refused(plan: JobPlan, earlier_end: Mapping[str, Any] | None) -> Out
 def earlier_causes(events: Sequence[Mapping[str, Any]]) -> list[str]:
     """The causes of the attempts recorded so far, oldest first."""
     return [str(e.get("cause") or "") for e in events if e.get("event") == "end"]
+
+
+def earlier_steps(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The last step each attempt recorded so far reported, oldest first ("" for none)."""
+    ends = [e for e in events if e.get("event") == "end"]
+    return [str(e["progress"].get("last", "")) if isinstance(e.get("progress"), dict) else "" for e in ends]
+
+
+def stalled(outcome: Outcome, steps_before: Sequence[str]) -> str:
+    """Why the job stops for want of progress (``no progress in 3 attempts``), else ""; said in its reason."""
+    why = no_progress([*steps_before, str(outcome.progress.get("last", ""))])
+    if why and outcome.cause and why not in outcome.reason:
+        outcome.reason += f"; not restarted: {why}"
+    return why
 
 
 def in_place_restarts(events: Sequence[Mapping[str, Any]]) -> int:

@@ -75,9 +75,13 @@ class Supervisor(HearsSignals):
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
 
-    def causes_so_far(self) -> list[str]:
-        """The causes of the job's attempts recorded so far (requeues and restarts in place), oldest first."""
-        return attempts.earlier_causes(self.log.read())
+    def goes_on(self, outcome: Outcome) -> bool:
+        """Whether a failed attempt restarts in place: ``restart`` allows it, and the job still gets further."""
+        events = self.log.read()
+        allowed = attempts.restarts_in_place(
+            self.plan, outcome, self.in_place, self.nodes.replacements(outcome), attempts.earlier_causes(events)
+        )
+        return allowed and not attempts.stalled(outcome, attempts.earlier_steps(events))
 
     # -- one attempt, start to end ---------------------------------------------
     def run(self) -> Outcome:
@@ -94,9 +98,7 @@ class Supervisor(HearsSignals):
                 if self.launcher.resolves_names:
                     share_addresses(self.paths, NodeNames(self.nodes.allocated))
                 outcome = self.run_attempt()
-            while attempts.restarts_in_place(
-                self.plan, outcome, self.in_place, self.nodes.replacements(outcome), self.causes_so_far()
-            ):
+            while self.goes_on(outcome):
                 outcome = self.restart_in_place(outcome)
         except Exception as exc:
             outcome = Outcome(JobState.FAILED, f"ti-slurm supervisor error: {type(exc).__name__}: {exc}")
@@ -189,7 +191,10 @@ def settle(sup: Supervisor, outcome: Outcome) -> Outcome:
         sup.say(f"{outcome.state}: {outcome.reason}; its steps were stopped and nothing more is recorded")
         return outcome
     attempts.own_reason(outcome, sup.paths.failure(sup.plan.outputs))
-    attempts.decide_requeue(sup.plan, outcome, sup.requeues, sup.control is not None, sup.causes_so_far())
+    events = sup.log.read()
+    attempts.decide_requeue(sup.plan, outcome, sup.requeues, sup.control is not None, attempts.earlier_causes(events))
+    if outcome.requeue and not outcome.requeued_by_slurm and attempts.stalled(outcome, attempts.earlier_steps(events)):
+        outcome.requeue = False
     record_first = sup.launcher.record_before_stop_on_cancel and (
         outcome.state is JobState.CANCELLED or outcome.requeued_by_slurm
     )
