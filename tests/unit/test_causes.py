@@ -93,10 +93,15 @@ def test_the_root_is_the_first_failure_that_is_no_collective_cascade() -> None:
     only_nccl = Evidence("nccl", "NCCL error", 3, node="node03")
     assert root_of([(5.0, only_nccl)]) == (only_nccl, [])
     assert root_of([]) == (None, [])
-    # the first rank exits 3 saying nothing; the other, stopped after it, raises (its peer is gone): unknown, not
-    # the other's exception
-    peer_gone = Evidence("user_error", "RuntimeError: Connection closed by peer", 40, node="node01")
-    assert root_of([(10.0, None), (11.0, peer_gone)]) == (None, [peer_gone])
+    # one rank exits 3 saying nothing; the other raises as its peer is gone, even a moment before: unknown, not
+    # the other's collective error
+    gone = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]"
+    peer_gone = classify([gone], compiled())
+    assert peer_gone is not None and peer_gone.cause == "nccl"
+    assert root_of([(10.0, peer_gone), (10.2, None)]) == (None, [peer_gone])
+    # a rank's own bug is the root when it failed first
+    typo = Evidence("user_error", "NameError: name 'lsos' is not defined", 12, node="node02")
+    assert root_of([(9.0, typo), (10.0, peer_gone)]) == (typo, [peer_gone])
     # ... but a GPU fault on a later rank is no consequence of a rank that said nothing
     xid = Evidence("gpu_fault", "NVRM: Xid 79", 7, node="node04")
     assert root_of([(10.0, None), (12.0, xid)]) == (xid, [])

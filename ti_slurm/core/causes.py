@@ -38,6 +38,7 @@ CAUSES: dict[str, str] = {
 OWN_CAUSES = ("user_error", "gpu_oom", "nan")  # the user's own: retried at most once under restart.on's failure
 BLAMES_NODE = ("gpu_fault", "launch", "node_fail", "filesystem")  # the node is left out afterwards
 CASCADES = ("nccl",)  # a rank's collective error after another rank failed: a consequence, not the root
+INDEPENDENT = ("gpu_fault", "host_oom", "gpu_oom", "filesystem", "nan")  # never another rank's consequence
 # the failures of a command that exited non-zero: `failure` in restart.on covers them
 EXIT_CAUSES = ("user_error", "gpu_oom", "host_oom", "gpu_fault", "nccl", "nan", "filesystem", "unknown")
 
@@ -78,7 +79,8 @@ SIGNATURES: tuple[tuple[str, str], ...] = (
         r"NCCL (?:error|WARN|timeout)|ncclInternalError|ncclSystemError|ncclRemoteError|"
         r"ProcessGroupNCCL.{0,80}(?:[Tt]imeout|[Ww]atchdog)|Watchdog caught collective operation timeout|"
         r"NCCL communicator was aborted|HCCL.{0,40}(?:[Tt]imeout|error|failed)|EI\d{4}|"
-        r"Connection reset by peer|Broken pipe|DistNetworkError",
+        r"Connection reset by peer|Connection closed by peer|Broken pipe|DistNetworkError|"
+        r"gloo/transport|ProcessGroupGloo",
     ),
     (
         "user_error",
@@ -124,21 +126,15 @@ def classify(
 
 def root_of(found: Iterable[tuple[float, Evidence | None]]) -> tuple[Evidence | None, list[Evidence]]:
     """Of the failed nodes' evidence (with when each node's command ended; None: its log said nothing known), the
-    root cause and its consequences. The root is the first node to fail, when its log names a cause that is no
-    cascade; else (it said nothing, or only a collective's error) a later node's cause that cannot be a
-    consequence of another rank's failure (a GPU fault or OOM, a full disk, a NaN: not an NCCL error, and not a
-    Python exception, which a rank that lost its peers raises); else the first node's collective error; else
-    none (``unknown``)."""
+    root cause and its consequences. A cause no other rank's failure can bring about (a GPU fault or OOM, the host's
+    OOM, a filesystem error, a NaN) is the root wherever it is; else the first node to fail whose log says no
+    collective's error (an NCCL or gloo error, a peer gone: what the other ranks say once one failed), which
+    is ``unknown`` when it said nothing known; else the first collective error."""
     ordered = [e for _, e in sorted(found, key=lambda pair: pair[0])]
-    if not ordered:
-        return None, []
-    first = ordered[0]
     said = [e for e in ordered if e is not None]
-    if first is not None and first.cause not in CASCADES:
-        root: Evidence | None = first
-    else:
-        independent = [e for e in said if e.cause not in (*CASCADES, "user_error")]
-        root = independent[0] if independent else first
+    independent = [e for e in said if e.cause in INDEPENDENT]
+    own = [e for e in ordered if e is None or e.cause not in CASCADES]
+    root = independent[0] if independent else own[0] if own else ordered[0] if ordered else None
     return root, [e for e in said if e is not root]
 
 
