@@ -163,4 +163,4 @@ def test_attempts_that_get_no_further_stop_after_three(tmp_path: Path) -> None:
     code, _, status = submit(tmp_path, command, "restart: {in_place: 5, on: [failure]}\n")
     assert code == 1 and len(status["attempts"]) == 4, [a["progress"] for a in status["attempts"]]
     last = status["attempts"][0]["progress"]["last"]
-    assert status["reason"].endswith(f"not restarted: no progress in 3 attempts (last step {last})"), status["reason"]
+    assert f"not restarted: no progress in 3 attempts (last step {last})" in status["reason"], status["reason"]

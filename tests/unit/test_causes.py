@@ -153,3 +153,21 @@ def test_no_progress_in_three_attempts_stops_the_job() -> None:
     assert no_progress(["1200", "", "", ""]) == "no progress in 3 attempts (last step 1200)"  # no step at all since
     assert no_progress(["", "", "", ""]) == ""  # a job that reports no steps is never stopped so
     assert no_progress(["100", "100", "100"]) == ""  # three attempts in all: not three after a best one
+
+
+def test_a_launchers_report_of_its_childs_exit_is_no_evidence() -> None:
+    """torchrun prints a traceback of its own when a child exits non-zero: the child's words are the evidence
+    (here none: unknown), never the launcher's."""
+    child_exits = [
+        "rank 1: exiting 3 on purpose at step 25",
+        "E1206 20:27:48.772000 29195 site-packages/torch/distributed/elastic/multiprocessing/api.py:1002] failed"
+        " (exitcode: 3) local_rank: 0 (pid: 29202) of binary: /usr/bin/python",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent',
+        "    raise ChildFailedError(",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ]
+    assert classify(child_exits, compiled()) is None
+    own = ["Traceback (most recent call last):", "NameError: name 'lsos' is not defined", *child_exits[1:]]
+    found = classify(own, compiled())
+    assert found is not None and (found.cause, found.number) == ("user_error", 2)

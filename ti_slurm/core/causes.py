@@ -42,6 +42,8 @@ INDEPENDENT = ("gpu_fault", "host_oom", "gpu_oom", "filesystem", "nan")  # never
 # the failures of a command that exited non-zero: `failure` in restart.on covers them
 EXIT_CAUSES = ("user_error", "gpu_oom", "host_oom", "gpu_fault", "nccl", "nan", "filesystem", "unknown")
 
+# a launcher's traceback that only reports its child's exit (torchrun's): the child said what it said before
+WRAPPER = re.compile(r"ChildFailedError")
 LAST_SAYS_MOST = ("user_error",)  # a traceback's last line names the exception: the evidence is its last match
 # (cause, pattern): the first that matches a line names it; the more specific first (an OOM's traceback is
 # no user bug; a GPU fault makes NCCL fail too)
@@ -116,10 +118,23 @@ def classify(
     that matches any line (its first matching line is the evidence; a traceback's, its last); None when none
     matches."""
     found: dict[str, Evidence] = {}
+    kept: list[Evidence] = []  # the matches of a cause whose last match says most (a traceback's exception)
+    traceback = 0  # where the traceback being read began (its number)
     for k, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            traceback = first + k
+        if WRAPPER.search(line):  # a launcher's report of its child's exit, not the command's own exception
+            kept = [e for e in kept if e.number < traceback]
+            continue
         for cause, pattern in signatures:
-            if (cause not in found or cause in LAST_SAYS_MOST) and pattern.search(line):
+            if cause in LAST_SAYS_MOST and pattern.search(line):
+                kept.append(Evidence(cause, line.strip()[:300], first + k))
+            elif cause not in found and pattern.search(line):
                 found[cause] = Evidence(cause, line.strip()[:300], first + k)
+    for cause in LAST_SAYS_MOST:
+        last = [e for e in kept if e.cause == cause]
+        if last:
+            found[cause] = last[-1]
     order = [cause for cause, _ in signatures]
     return min(found.values(), key=lambda e: order.index(e.cause)) if found else None
 
