@@ -208,7 +208,8 @@ def test_a_job_at_its_time_limit_saves_and_is_requeued_through_slurmrestd(
     # timed from the allocation's own start (the batch script ran; its limit is 60 s from there), not from the
     # command's start, which comes late on a loaded machine
     began = status["attempts"][0]["timeline"].get("batch") or status["attempts"][0]["started"]
-    assert 5 <= saved - began <= 30, (first_log, status["attempts"][0])  # 60 - 45 s in: not Slurm's kill at the limit
+    # 60 - 45 s in, or earlier (Slurm checks its signals' times twice a minute): never Slurm's kill at the limit
+    assert 0 <= saved - began <= 30, (first_log, status["attempts"][0])
     assert job.logs() == "resumed\n"
     assert no_slurm.called() == []
 

@@ -40,7 +40,8 @@ def test_a_silent_command_is_stopped_as_hung_and_a_heartbeat_keeps_one_alive(tmp
         spec(tmp_path, mode="ddp", nodes=2, command=command, watchdog={"silence": 10}), backend="local"
     )
     final = job.wait(timeout=60)
-    assert final.state is JobState.FAILED and final.reason == "HUNG: node(s) localhost printed nothing for 10 s"
+    said = "HUNG: node(s) localhost printed nothing for 10 s (watchdog silence 10 s)"
+    assert final.state is JobState.FAILED and final.reason == said and final.attempts[-1].cause == "hang"
     assert final.failed["index"] == 1 and time.monotonic() - started < 10 + 8
     assert "hung: printed nothing for 10 s" in "\n".join(job.logs(node="1"))
     assert processes_matching(marker) == []

@@ -205,7 +205,7 @@ def named_cause(
         outcome.cause = root.cause if root is not None else "unknown"
         if root is not None:
             outcome.evidence = root.fields() | {"consequences": sorted({e.node for e in consequences} - {root.node})}
-            outcome.reason = f"{said_line(root, consequences)}; {outcome.reason}"
+            outcome.reason = f"{outcome.reason}; cause: {said_line(root, consequences)}"
     return outcome
 
 

@@ -21,6 +21,32 @@ TAIL_BYTES = 64 * 1024  # a failure's evidence is in the last lines of a log
 COUNT_LINES_UP_TO = 256 << 20  # a longer log's evidence line is numbered from its end (counting would take long)
 
 
+LOG_SETTLE = 2.0  # seconds a failed node's log may still grow after its exit record (slurmstepd writes it on)
+
+
+def settled(paths: Sequence[str], most: float = LOG_SETTLE) -> None:
+    """Wait until the logs stop growing (at most ``most`` seconds): a command's last words reach its log through
+    slurmstepd, which may write them after the node's exit record is there."""
+    import time
+
+    def sizes() -> list[int]:
+        found = []
+        for path in paths:
+            try:
+                found.append(os.stat(path).st_size)
+            except OSError:
+                found.append(-1)
+        return found
+
+    deadline, last = time.monotonic() + most, sizes()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = sizes()
+        if now == last:
+            return
+        last = now
+
+
 def log_tail(path: str) -> tuple[list[str], int]:
     """The last lines of a log and the number of the first of them (counted from 1; from the end, negative, for a
     log over :data:`COUNT_LINES_UP_TO`); ([], 1) when it cannot be read."""
@@ -52,6 +78,8 @@ def failure_evidence(
     their launch: Slurm's OOM kill of a step is said there); (None, []) when no log says anything known."""
     signatures = compiled(plan.failure_signatures)
     found: list[tuple[float, Evidence | None]] = []
+    failed = [r for r in records.values() if r.exit_code != 0]
+    settled([paths.node_log(r.component, r.index) for r in failed])
     for record in records.values():
         if record.exit_code == 0:
             continue
