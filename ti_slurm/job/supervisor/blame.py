@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ti_slurm.core.plan import JobPlan
     from ti_slurm.job.supervisor.launchers import Launch
 
+KILLED = 128  # an exit code above: the command was killed by a signal (srun's kill of a failed job's other tasks)
 TAIL_BYTES = 64 * 1024  # a failure's evidence is in the last lines of a log
 COUNT_LINES_UP_TO = 256 << 20  # a longer log's evidence line is numbered from its end (counting would take long)
 
@@ -95,7 +96,8 @@ def failure_evidence(
             evidence.node, evidence.log = record.node, f"logs/{node_label(record.component, record.index)}.log"
             if label.endswith("(srun)"):
                 evidence.log = "srun"
-        found.append((record.ended, evidence))
+        if evidence is not None or record.exit_code <= KILLED:  # killed silent (srun's kill on a bad exit): no root
+            found.append((record.ended, evidence))
     return root_of(found)
 
 
