@@ -75,13 +75,14 @@ class Follower:
         self.queued: JobInfo | None = replace(info, reason="submitted")
         self.seen_running = False
         self.events_seen, self.changed_at = 0, time.monotonic()  # when the job's record last grew
+        self.ended_attempts = 0  # the attempts whose blamed nodes were noted (learnt)
         self.asks_controller = isinstance(backend, UserQueue)  # else asking costs nothing: ask every time
 
     def status(self, ask_now: bool = False) -> JobStatus:
         info = self.info
         events = read_events(self.backend, info)
         if recorded_end(info, events):
-            return learn_blames(self.backend, info, job_status(info, events, None))
+            return self.learnt(job_status(info, events, None))
         events = self._ask_queue(events, ask_now)
         status = job_status(info, events, self.queued)
         if not events and status.state is JobState.UNKNOWN and self.files.directory_gone():  # none before it starts
@@ -93,7 +94,15 @@ class Follower:
             self.interval = FOLLOW_MAX
         if status.state is JobState.UNKNOWN and not status.components and not info.name:
             raise UnknownJobError(f"job {info.ref}: not queued and no record of it here (unknown id, or not yours)")
-        return learn_blames(self.backend, info, status)
+        return self.learnt(status)
+
+    def learnt(self, status: JobStatus) -> JobStatus:
+        """``status``, its blamed nodes noted once per ended attempt (not at every poll of a long wait)."""
+        ended = sum(1 for a in status.attempts if a.ended)
+        if ended != self.ended_attempts:
+            self.ended_attempts = ended
+            learn_blames(self.backend, self.info, status)
+        return status
 
     def _ask_queue(self, events: list[dict[str, Any]], ask_now: bool) -> list[dict[str, Any]]:
         """Ask the queue when it is time (see the class); the job's events, read again when it left the queue."""
