@@ -135,6 +135,12 @@ def test_a_rank_that_stops_stepping_while_it_prints_is_hung_a_minute_later(tmp_p
     log = (Path(status["job_dir"]) / "logs" / "ddp-1.log").read_text()
     assert "waiting for the allreduce" in log and ("Current thread" in log or "Thread 0x" in log)
     assert "  cause: hang on " in table
+    # every node's stacks, grouped: the hung rank's stands out (its own group, first, named)
+    said = (Path(status["job_dir"]) / "supervisor.log").read_text()
+    block = said[said.index("the Python stacks of 2 node(s) at the hang, grouped (2 different)") :]
+    groups = [line for line in block.splitlines() if " node(s): " in line]
+    assert groups[0].endswith("(ddp 1) (stopped stepping first)") and groups[1].endswith("(ddp 0)"), block
+    assert "rehearse.py" in block and " in fail" in block and " in main" in block, block
 
 
 def test_where_a_jobs_time_went_is_in_status_and_list_goodput(tmp_path: Path) -> None:

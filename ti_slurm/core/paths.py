@@ -11,6 +11,7 @@ node and the submitting machine share::
     logs/<component>-<n>.usage.json  what its command used: CPU, memory, GPUs (sampled, job/usage.py)
     addresses                   every node's address, resolved once (by the supervisor) for all nodes
     checkpoint/                 TI_SLURM_CHECKPOINT_DIR unless the spec names another: kept across requeues
+    stacks                      the supervisor asks every node for its Python stacks (a node hung)
     beat                        the supervisor's UDP port and secret: each node's step says it is alive there too
     heartbeat/<component>-<n>   TI_SLURM_HEARTBEAT_FILE: a command that touches it is not silent (the watchdog)
     heartbeat/<c>-<n>.progress  TI_SLURM_PROGRESS_FILE: the command writes its training step there (the watchdog)
@@ -124,6 +125,11 @@ class JobPaths(Record):
     def stop_request(self, component: str) -> str:
         """``<attempt>``: the supervisor asks every node of ``component`` to stop its command (Slurm)."""
         return self._in(f"stop.{component}")
+
+    @property
+    def stacks_request(self) -> str:
+        """``<attempt>``: the supervisor asks every node for its command's Python stacks (a node hung)."""
+        return self._in("stacks")
 
     @property
     def beat(self) -> str:

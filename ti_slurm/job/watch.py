@@ -15,6 +15,8 @@
   ``TI_SLURM_PROGRESS_FILE`` is hung when the step has not advanced for max(3x the 99th percentile of its
   step intervals so far, :data:`PROGRESS_FLOOR` s), once it has stepped :data:`PROGRESS_LEARN` times: long
   before NCCL's own 30-minute timeout, whatever the command prints. Then as silence: stacks, stop, recorded.
+- Stacks on request: once one node hung, the supervisor asks every node for its stacks (``stacks``, see
+  :mod:`ti_slurm.job.supervisor.stacks`, which groups them), so the odd node stands out.
 - Stop requests: the supervisor stops a component's nodes by writing
   ``stop.<component>`` (see :func:`watch_stop_request`), not by signalling
   ``srun``: Slurm 25.11 cancels a whole heterogeneous job when one of its
@@ -42,6 +44,7 @@ HUNG_EXIT = 124  # a hung command's exit code (as timeout(1) reports a command i
 PROGRESS_FLOOR = 60.0  # seconds without a step that are never a hang
 PROGRESS_FACTOR = 3.0  # ... nor less than this many times the 99th percentile step interval
 PROGRESS_LEARN = 3  # steps seen before the watchdog judges (a first step may come after a long start)
+STACKS_MARK = "the stacks of its processes follow"  # the line before a node's stack dump in its log
 
 
 def note_first_step(path: str, step: str, at: float) -> None:
@@ -191,6 +194,7 @@ class NodeWatch:
         self.judges_progress = run.plan.watchdog_progress  # a stall is a hang (else steps are only noted)
         self.node = run.contract.node
         self.touched = 0.0
+        self.stacks_request, self.stacks_seen = paths.stacks_request, mtime(paths.stacks_request)
         self.error = ""  # why the command was stopped, once it was
         self.usage = usage_sampler(run, paths.node_usage(name, run.contract.index))
         host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"  # where srun, and so the supervisor, runs
@@ -236,6 +240,8 @@ class NodeWatch:
             self.touched = now
             # with the watchdog, when the command last wrote: the supervisor names every silent node
             self.mark_alive(f"{last:.3f}\n" if watching else "")
+        if not self.error and self.stacks_seen >= 0 and mtime(self.stacks_request) != self.stacks_seen:
+            self.answer_stacks_request(pgid)
         stalled = self.progress.look(now) if self.progress is not None and not self.error else ""
         stalled = stalled if self.judges_progress else ""
         if stalled:
@@ -246,10 +252,27 @@ class NodeWatch:
             self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
         import sys
 
-        print(f"ti-slurm: node {self.node}: {self.error}; the stacks of its processes follow", file=sys.stderr)
+        print(f"ti-slurm: node {self.node}: {self.error}; {STACKS_MARK}", file=sys.stderr)
         sys.stderr.flush()
         dump_stacks(pgid)
         return HUNG_EXIT
+
+    def answer_stacks_request(self, pgid: int) -> None:
+        """Print the command's stacks once the supervisor asked for this attempt's (another node hung)."""
+        self.stacks_seen = mtime(self.stacks_request)
+        try:
+            with open(self.stacks_request) as fh:
+                asked = fh.read().strip() == self.attempt
+        except OSError:
+            return
+        if asked:
+            import sys
+
+            self.stacks_seen = -1.0  # once an attempt
+            said = f"ti-slurm: node {self.node}: asked for its stacks (another node hung); {STACKS_MARK}"
+            print(said, file=sys.stderr)
+            sys.stderr.flush()
+            dump_stacks(pgid)
 
 
 def dump_stacks(pgid: int) -> None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from ti_slurm.core.events import NodeExit
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
@@ -26,6 +27,7 @@ from ti_slurm.job.supervisor.liveness import Liveness
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes, StartNotes
 from ti_slurm.job.supervisor.signals import HearsSignals
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
+from ti_slurm.job.supervisor.stacks import gather_stacks
 from ti_slurm.job.supervisor.steps import Steps
 from ti_slurm.job.watch import read_progress
 
@@ -125,9 +127,25 @@ class Supervisor(HearsSignals):
             first_hung = min((r for r in snap.records.values() if r.error.startswith("hung")), key=lambda r: r.ended,
                              default=None)  # fmt: skip
             said = first_hung.error if first_hung else ""
+            if first_hung is not None:
+                self.show_grouped_stacks(snap.records, first_hung)
             hung = sorted(hung, key=lambda name: name != (first_hung.node if first_hung else ""))  # it first
             outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched, evidence, said)
         return outcome
+
+    def show_grouped_stacks(self, records: Mapping[tuple[str, int], NodeExit], first: NodeExit) -> None:
+        """A node hung: every still running node's stacks too, grouped beside the hung ones' (the supervisor's
+        log), so the odd node stands out."""
+        logs = {}
+        for launch in self.steps.launches:
+            for i in launch.nodes:
+                record = records.get((launch.component, i))
+                if record is None or record.error.startswith("hung"):
+                    label = f"{self.names.of(launch, i)} ({launch.component} {i})"
+                    logs[label] = self.paths.node_log(launch.component, i)
+        first_label = f"{first.node} ({first.component} {first.index})"
+        for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, first_label):
+            self.say(line)
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
         """The attempt failed, hung or lost nodes spares replace: stop what runs (the checkpoint signal first),
