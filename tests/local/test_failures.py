@@ -170,3 +170,16 @@ def test_attempts_that_get_no_further_stop_after_three(tmp_path: Path) -> None:
     assert code == 1 and len(status["attempts"]) == 4, [a["progress"] for a in status["attempts"]]
     last = status["attempts"][0]["progress"]["last"]
     assert f"not restarted: no progress in 3 attempts (last step {last})" in status["reason"], status["reason"]
+
+
+def test_a_rank_stepping_40_percent_slower_for_the_window_is_a_straggler_warning(tmp_path: Path) -> None:
+    """``watchdog: {progress: true, straggler: 15}``: rank 1 steps 40% slower after 2 s; once it has been slower
+    for the whole window it is named in one warning event (status, --json), and the job goes on to its end."""
+    command = "python3 -m ti_slurm.admin.rehearse slow --rank 1 --after 2 --steps 30 --every 0.5 --slower 0.4"
+    code, table, status = submit(tmp_path, command, "watchdog: {progress: true, straggler: 15}\n")
+    assert code == 0 and status["state"] == "COMPLETED", status["reason"]
+    node = status["components"][0]["nodes"][1]
+    [slow] = status["stragglers"]
+    assert slow["node"] == f"{node} (ddp 1)" and slow["attempt"] == 0 and slow["window"] == 15
+    assert 1.25 < slow["seconds_a_step"] / slow["others"] < 1.6, slow
+    assert f"  straggler: node {node} (ddp 1) took " in table

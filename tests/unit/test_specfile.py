@@ -47,7 +47,7 @@ preflight: off
 restart: {max: 2, on: [preempt, timeout, node_fail, failure, hang], in_place: 1}
 spare_nodes: 1
 signal: {name: USR1, before: 60}
-watchdog: {silence: 900, progress: on}
+watchdog: {silence: 900, progress: on, straggler: 600}
 checkpoint_dir: ~/ckpt
 container: {image: "docker://ubuntu:22.04"}
 remote: {host: login1, workdir: 1.10}

@@ -15,7 +15,9 @@ Every rank prints a step a second (``step 3 loss 0.25``) and writes it to ``TI_S
   progress watchdog sees it);
 - ``gpu_fault``, ``gpu_oom``, ``nccl``: print the lines a GPU fault (the driver's Xid), PyTorch's CUDA OOM and
   NCCL's watchdog print, then exit 1 (no GPU needed: the lines are what ti-slurm reads);
-- ``exit``: exits 3 saying nothing (ti-slurm calls it ``unknown``).
+- ``exit``: exits 3 saying nothing (ti-slurm calls it ``unknown``);
+- ``slow``: steps ``--slower`` (0.4: 40%) slower than the others after ``--after`` seconds, and ends with them
+  (a straggler: ``watchdog: {progress: true}`` says so in a warning event).
 
 Standard library only; it touches nothing but its own process.
 """
@@ -27,7 +29,7 @@ import os
 import sys
 import time
 
-FAULTS = ("user_error", "filesystem", "nan", "hang", "stall", "gpu_fault", "gpu_oom", "nccl", "exit")
+FAULTS = ("user_error", "filesystem", "nan", "hang", "stall", "gpu_fault", "gpu_oom", "nccl", "exit", "slow")
 SAID = {
     "gpu_fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, GPU has fallen off the bus.",
     "gpu_oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity"
@@ -68,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=float, default=2.0, help="seconds of steps before it fails")
     parser.add_argument("--steps", type=float, default=600.0, help="seconds the other ranks step at most")
     parser.add_argument("--every", type=float, default=1.0, help="seconds between steps")
+    parser.add_argument("--slower", type=float, default=0.4, help="slow: how much longer its steps take (0.4: 40%%)")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("INDEX") or os.environ.get("RANK") or 0)
     started, step = time.monotonic(), 0
-    limit = args.after if rank == args.rank else args.steps
+    slow = args.fault == "slow" and rank == args.rank
+    limit = args.after if rank == args.rank and not slow else args.steps
     progress = os.environ.get("TI_SLURM_PROGRESS_FILE", "")
     while time.monotonic() - started < limit:
         step += 1
@@ -79,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         if progress:
             with open(progress, "w") as fh:
                 fh.write(f"{step}\n")
-        time.sleep(args.every)
-    return fail(args.fault, rank) if rank == args.rank else 0
+        late = slow and time.monotonic() - started >= args.after
+        time.sleep(args.every * (1 + args.slower) if late else args.every)
+    return fail(args.fault, rank) if rank == args.rank and not slow else 0
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ class JobPlan(Record):
     signal_before: int = 0
     watchdog_silence: int = 0  # a node silent this long is hung (0: no watchdog)
     watchdog_progress: bool = False  # a node whose training step (TI_SLURM_PROGRESS_FILE) stopped advancing is hung
+    watchdog_straggler: int = 0  # a node stepping 30% slower than the others this long is a straggler (0: not judged)
     checkpoint_dir: str = ""  # TI_SLURM_CHECKPOINT_DIR ("": <job dir>/checkpoint)
     platform: str = "ti"  # whose contract the nodes see beyond the mode's (ti | modelarts)
     processes: str = "one"  # one | per-npu: the command once per NPU of the node (DEVICE_ID, RANK_ID, ...)

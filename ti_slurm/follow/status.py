@@ -89,6 +89,8 @@ class JobStatus:
     waits_for: str = ""  # a pending job's after: as Slurm shows it (afterok:123(unfulfilled))
     sweep: str = ""  # the sweep it is a point of
     undelivered: list[dict[str, Any]] = field(default_factory=list)  # notifications the job could not post
+    # nodes stepping 30% slower than the others (watchdog: {progress: true}): attempt, node, seconds_a_step, others
+    stragglers: list[dict[str, Any]] = field(default_factory=list)
     submitted: float = 0.0  # when it was submitted (0: not known)
     # where its time went: queued, starting, productive, lost, recomputed, wall (s); effective (a share)
     goodput: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +140,8 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
             _step_exit(status, ev)
         elif kind == "running":
             _attempt(status, ev).timeline.update(_running(ev))
+        elif kind == "straggler":
+            status.stragglers.append({k: ev.get(k) for k in ("attempt", "node", "seconds_a_step", "others", "window")})
         elif kind == "notify":
             status.undelivered.append({k: ev.get(k) for k in ("attempt", "notification", "to", "why")})
         elif kind == "end":
@@ -442,6 +446,11 @@ def format_status(status: JobStatus) -> str:
                         f"  {'':<10} node {rec.get('node')} (index {rec.get('index')}) exited {rec.get('exit_code')}"
                         f"; its log: ti-slurm logs {status.job_id} --node {node_label(comp.name, rec.get('index'))}"
                     )
+    for slow in status.stragglers:
+        lines.append(
+            f"  straggler: node {slow['node']} took {slow['seconds_a_step']} s a step over {slow['window']} s,"
+            f" the other nodes {slow['others']} s (attempt {slow['attempt']})"
+        )
     for note in status.undelivered:
         lines.append(f"  notification not delivered: {note['notification']} to {note['to']}: {note['why']}")
     if status.batch_tail:

@@ -93,6 +93,7 @@ def restart_fields(spec: JobSpec) -> dict[str, Any]:
         "signal_before": signal.before if signal else 0,
         "watchdog_silence": (spec.watchdog.silence or 0) if spec.watchdog else 0,
         "watchdog_progress": spec.watchdog.progress if spec.watchdog else False,
+        "watchdog_straggler": spec.watchdog.straggler_window() if spec.watchdog else 0,
         "checkpoint_dir": spec.checkpoint_dir or "",
     }
 

@@ -351,19 +351,33 @@ class SignalSpec(StrictModel):
         return name
 
 
+STRAGGLER_WINDOW = 300  # seconds a node steps 30% slower than the others before it is called a straggler
+
+
 class WatchdogSpec(StrictModel):
     """``watchdog: {silence: 900}``: a node whose command prints nothing (and touches no heartbeat) is hung;
     ``progress: true``: a node whose training step (written to ``TI_SLURM_PROGRESS_FILE``) stops advancing for
-    max(3x its usual step interval, 60 s) is hung, however much it prints (docs/failures.md)."""
+    max(3x its usual step interval, 60 s) is hung, however much it prints; and a node whose steps take 30% longer
+    than the other nodes' for ``straggler`` seconds (300 unless given; 0: never) is a straggler, said as a warning
+    event (docs/failures.md)."""
 
     silence: int | None = Field(None, ge=10, le=7 * 86400)
     progress: bool = False
+    straggler: int | None = Field(None, ge=0, le=7 * 86400)
 
     @model_validator(mode="after")
     def _something(self) -> WatchdogSpec:
         if self.silence is None and not self.progress:
             raise ValueError("give silence: SECONDS, progress: true, or both")
+        if self.straggler and not self.progress:
+            raise ValueError("straggler: SECONDS needs progress: true (the steps each node writes)")
         return self
+
+    def straggler_window(self) -> int:
+        """Seconds a node must step 30% slower than the others to be a straggler (0: not judged)."""
+        if not self.progress:
+            return 0
+        return STRAGGLER_WINDOW if self.straggler is None else self.straggler
 
 
 class InputSpec(StrictModel):

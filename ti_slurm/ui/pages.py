@@ -127,7 +127,7 @@ def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
         kind = str(ev.get("event", ""))
         state = str(ev.get("state", ""))
         level = "error" if state in ("FAILED", "NODE_FAIL", "TIMEOUT", "HUNG") else "info"
-        if kind in ("signal", "notify") or ev.get("requeued") or ev.get("in_place"):
+        if kind in ("signal", "notify", "straggler") or ev.get("requeued") or ev.get("in_place"):
             level = "warning"
         detail = {k: v for k, v in ev.items() if k not in ("event", "time", "submission")}
         out.append({"time": ev.get("time"), "event": kind, "level": level, "detail": detail})

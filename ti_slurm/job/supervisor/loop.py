@@ -24,6 +24,7 @@ from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launch, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
+from ti_slurm.job.supervisor.pace import StepPace
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes, StartNotes
 from ti_slurm.job.supervisor.signals import HearsSignals
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
@@ -73,6 +74,7 @@ class Supervisor(HearsSignals):
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
         self.attempt_started = time.time()
+        self.pace: StepPace | None = None  # the nodes' steps, for stragglers (once the steps started)
 
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
@@ -114,6 +116,13 @@ class Supervisor(HearsSignals):
         self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         self.start_notes = StartNotes(self.paths.nodes_dir, launched_nodes(self.steps.launches), self.event)
+        if self.plan.watchdog_straggler:
+            files = {
+                self.node_label(launch, i): self.paths.progress(launch.component, i)
+                for launch in self.steps.launches
+                for i in launch.nodes
+            }
+            self.pace = StepPace(files, self.plan.watchdog_straggler, self.attempt_started)
         outcome = self.loop()
         self.start_notes.note(now=True)
         outcome.progress = attempt_progress(self.paths, self.steps.launches, self.attempt_started)
@@ -141,11 +150,23 @@ class Supervisor(HearsSignals):
             for i in launch.nodes:
                 record = records.get((launch.component, i))
                 if record is None or record.error.startswith("hung"):
-                    label = f"{self.names.of(launch, i)} ({launch.component} {i})"
-                    logs[label] = self.paths.node_log(launch.component, i)
+                    logs[self.node_label(launch, i)] = self.paths.node_log(launch.component, i)
         first_label = f"{first.node} ({first.component} {first.index})"
         for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, first_label):
             self.say(line)
+
+    def node_label(self, launch: Launch, i: int) -> str:
+        """A node as the supervisor's log names it: its name and its place (``node02 (ddp 1)``)."""
+        return f"{self.names.of(launch, i)} ({launch.component} {i})"
+
+    def note_stragglers(self) -> None:
+        """A node stepping 30% slower than the others for the window: a warning event (it goes on)."""
+        for found in self.pace.look(time.time()) if self.pace is not None else []:
+            self.event("straggler", **found)
+            self.say(
+                f"straggler: node {found['node']} took {found['seconds_a_step']} s a step over the last"
+                f" {found['window']} s, the other nodes {found['others']} s"
+            )
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
         """The attempt failed, hung or lost nodes spares replace: stop what runs (the checkpoint signal first),
@@ -188,6 +209,7 @@ class Supervisor(HearsSignals):
                     if not os.path.isdir(self.paths.root):  # its records and logs would go nowhere: settle() says so
                         return Outcome(JobState.FAILED, "its job directory was deleted while it ran")
                     self.staging.note()
+                    self.note_stragglers()
                     # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
                     if self.control is None:
                         outcome = self.liveness.frozen_outcome(self.steps.launches, self.records)
