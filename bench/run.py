@@ -378,7 +378,7 @@ def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
     """The console's training scalars: a 10 MB TensorBoard event file (PyTorch's SummaryWriter's records, 100,000
     scalars) read whole by ti-slurm's stdlib reader, one look of it (what a page refresh reads at most), and a look
     once it grew by one event; beside TensorBoard's own reader (its EventAccumulator) loading the same file."""
-    from ti_slurm.follow.scalars import READ_AT_MOST, ScalarReader, read_scalars
+    from ti_slurm.core.tfevents import READ_AT_MOST, ScalarReader, read_scalars
 
     one = (ROOT / "tests" / "data" / "tensorboard" / "torch.tfevents").read_bytes()
     folder = tmp / "scalars"

@@ -183,3 +183,33 @@ def test_a_rank_stepping_40_percent_slower_for_the_window_is_a_straggler_warning
     assert slow["node"] == f"{node} (ddp 1)" and slow["attempt"] == 0 and slow["window"] == 15
     assert 1.25 < slow["seconds_a_step"] / slow["others"] < 1.6, slow
     assert f"  straggler: node {node} (ddp 1) took " in table
+
+
+def test_a_training_that_reports_only_tensorboard_steps_is_hung_a_minute_after_its_last(tmp_path: Path) -> None:
+    """``watchdog: {progress: true}`` and a command that writes its step and loss only as TensorBoard scalars (no
+    progress file): its steps stop while it prints on, and the supervisor calls the job hung 60-90 s after the last
+    one, every node's stacks grouped in its log. (The supervisor looks at the files every 5 s: 16 s of steps let it
+    learn their pace.)"""
+    command = "python3 -m ti_slurm.admin.rehearse stall --rank 0 --after 16 --every 0.5 --report tensorboard"
+    started = time.monotonic()
+    code, table, status = submit(tmp_path, command, "watchdog: {progress: true}\n")
+    took = time.monotonic() - started
+    attempt = status["attempts"][-1]
+    assert code == 1 and attempt["cause"] == "hang" and "  cause: hang" in table, status["reason"]
+    assert "no TensorBoard step for 6" in status["reason"] and "after step 3" in status["reason"], status["reason"]
+    assert 16 + 60 < took < 16 + 90, took
+    said = (Path(status["job_dir"]) / "supervisor.log").read_text()
+    assert "the Python stacks of 2 node(s) at the hang, grouped (2 different)" in said, said
+    assert not list((Path(status["job_dir"]) / "heartbeat").glob("*.progress"))  # TensorBoard alone told
+
+
+def test_a_nan_loss_in_tensorboard_stops_the_job_with_nan_and_its_step(tmp_path: Path) -> None:
+    """A training that writes a NaN loss to TensorBoard and goes on (it checks nothing): stopped within seconds,
+    ``nan`` with the step and the tag; a user's own cause, so ``restart: {in_place: 2, on: [failure]}`` runs it
+    twice (the second attempt's watchdog reads the first's NaN as history, not as its own)."""
+    command = "python3 -m ti_slurm.admin.rehearse nan --rank 0 --after 3 --every 0.5 --report tensorboard"
+    policy = "watchdog: {progress: true}\nrestart: {in_place: 2, on: [failure]}\n"
+    code, table, status = submit(tmp_path, command, policy)
+    assert code == 1 and [a["cause"] for a in status["attempts"]] == ["nan", "nan"], status["reason"]
+    assert "the loss is nan at step " in status["reason"] and "(TensorBoard tag train/loss)" in status["reason"]
+    assert "cause: nan" in table

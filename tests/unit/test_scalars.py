@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ti_slurm.follow.scalars import (
+from ti_slurm.core.tfevents import (
     EVENT_FILE_MARK,
     MAX_RECORD,
     POINTS_AT_MOST,
@@ -131,7 +131,7 @@ def scalar_record(tag: str, step: int, value: float) -> bytes:
 
 
 def test_a_job_with_a_thousand_tags_keeps_a_bounded_few_and_forgets_files_that_are_gone() -> None:
-    from ti_slurm.follow.scalars import TAGS_AT_MOST
+    from ti_slurm.core.tfevents import TAGS_AT_MOST
 
     files = {"events.out.tfevents.1": b"".join(scalar_record(f"layer{k:04d}/norm", 1, 0.5) for k in range(1000))}
     reader = ScalarReader("tb", lambda folder, mark: list(files), lambda path, at, size: files[path][at : at + size])
@@ -139,3 +139,41 @@ def test_a_job_with_a_thousand_tags_keeps_a_bounded_few_and_forgets_files_that_a
     assert len(series) == TAGS_AT_MOST and series["layer0000/norm"] == [(1, 0.5)]
     files.clear()  # the job's results were deleted
     assert reader.look() == {}
+
+
+def test_the_records_written_carry_the_checksums_tensorboard_checks() -> None:
+    """The writer's framing, against the CRCs PyTorch's own writer stored in a real file."""
+    import struct
+
+    from ti_slurm.core.tfevents import masked_crc, scalar_event, tfrecord
+
+    data = (DATA / "torch.tfevents").read_bytes()
+    found, _ = records(data)
+    pos = 0
+    for record in found:
+        length = data[pos : pos + 8]
+        assert struct.unpack("<I", data[pos + 8 : pos + 12])[0] == masked_crc(length)
+        assert struct.unpack("<I", data[pos + 12 + len(record) : pos + 16 + len(record)])[0] == masked_crc(record)
+        assert tfrecord(record) == data[pos : pos + 16 + len(record)]
+        pos += 16 + len(record)
+    assert read_scalars(scalar_event("train/loss", 300, 0.5, 1.0)) == {"train/loss": [(300, 0.5)]}
+
+
+def test_the_jobs_watchdog_reads_only_this_attempts_steps_and_a_nan_loss(tmp_path: Path) -> None:
+    """What an earlier attempt wrote (a NaN among it) is history; this attempt's steps and its NaN are seen."""
+    from ti_slurm.core.tfevents import file_version_event, scalar_event
+    from ti_slurm.job.tensorboard import TensorBoardWatch
+
+    events = tmp_path / "events.out.tfevents.1.host.1"
+    with events.open("ab") as fh:
+        fh.write(file_version_event(1.0) + b"".join(scalar_event("loss", s, float("nan"), 1.0) for s in range(9)))
+    watch = TensorBoardWatch(str(tmp_path), started=0.0)
+    assert watch.look(100.0) == "" and watch.bad_loss is None and watch.progress() == {}
+    with events.open("ab") as fh:
+        fh.write(scalar_event("lr", 10, 0.1, 2.0) + scalar_event("loss", 10, 0.5, 2.0))
+    watch.look(101.0)
+    with events.open("ab") as fh:
+        fh.write(scalar_event("train/Loss", 11, float("inf"), 3.0))
+    watch.look(102.0)
+    assert watch.progress() == {"first": "10", "first_at": 101.0, "last": "11", "last_at": 102.0}
+    assert watch.bad_loss == ("train/Loss", 11, float("inf"))

@@ -4,12 +4,14 @@ who want to see what ti-slurm says and does (docs/failures.md)::
     command: python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1 --after 3
 
 Every rank prints a step a second (``step 3 loss 0.25``) and writes it to ``TI_SLURM_PROGRESS_FILE`` (for
-``watchdog: {progress: true}``); the chosen rank
+``watchdog: {progress: true}``; ``--report tensorboard``: rank 0 writes its step and loss as TensorBoard scalars to
+``TI_SLURM_TENSORBOARD_DIR`` instead, as a training does that reports nothing else; ``both``: both); the chosen rank
 (``INDEX``, the node's rank) then fails as ``CAUSE`` does, the others go on until the job stops them:
 
 - ``user_error``: imports a module that does not exist (Python's own ``ModuleNotFoundError``);
 - ``filesystem``: writes to ``/dev/full`` (the kernel's own ``No space left on device``);
-- ``nan``: prints a NaN loss and stops, as a training that checks its loss does;
+- ``nan``: prints a NaN loss and stops, as a training that checks its loss does (with ``--report tensorboard``: writes
+  the NaN loss as its scalar and goes on stepping, as one that does not check it);
 - ``hang``: stops stepping and printing while alive (for the watchdog);
 - ``stall``: stops stepping but keeps printing (a collective that never returns while a thread logs: only the
   progress watchdog sees it);
@@ -28,6 +30,7 @@ import argparse
 import os
 import sys
 import time
+from typing import BinaryIO
 
 FAULTS = ("user_error", "filesystem", "nan", "hang", "stall", "gpu_fault", "gpu_oom", "nccl", "exit", "slow")
 SAID = {
@@ -70,22 +73,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=float, default=2.0, help="seconds of steps before it fails")
     parser.add_argument("--steps", type=float, default=600.0, help="seconds the other ranks step at most")
     parser.add_argument("--every", type=float, default=1.0, help="seconds between steps")
+    parser.add_argument("--report", choices=("file", "tensorboard", "both"), default="file", help="where steps go")
     parser.add_argument("--slower", type=float, default=0.4, help="slow: how much longer its steps take (0.4: 40%%)")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("INDEX") or os.environ.get("RANK") or 0)
     started, step = time.monotonic(), 0
     slow = args.fault == "slow" and rank == args.rank
     limit = args.after if rank == args.rank and not slow else args.steps
-    progress = os.environ.get("TI_SLURM_PROGRESS_FILE", "")
+    progress = os.environ.get("TI_SLURM_PROGRESS_FILE", "") if args.report != "tensorboard" else ""
+    scalars = tensorboard_file(rank) if args.report != "file" else None
+    nan_at = args.after if args.fault == "nan" and scalars is not None and rank == args.rank else float("inf")
+    if nan_at < float("inf"):
+        limit = args.steps  # it goes on stepping with a NaN loss: ti-slurm stops it
     while time.monotonic() - started < limit:
         step += 1
-        print(f"step {step} loss {1 / step:.4f}", flush=True)
+        loss = float("nan") if time.monotonic() - started >= nan_at else 1 / step
+        print(f"step {step} loss {loss:.4f}", flush=True)
         if progress:
             with open(progress, "w") as fh:
                 fh.write(f"{step}\n")
+        if scalars is not None:
+            from ti_slurm.core.tfevents import scalar_event
+
+            scalars.write(scalar_event("train/loss", step, loss, time.time()))
+            scalars.flush()
         late = slow and time.monotonic() - started >= args.after
         time.sleep(args.every * (1 + args.slower) if late else args.every)
-    return fail(args.fault, rank) if rank == args.rank and not slow else 0
+    return fail(args.fault, rank) if rank == args.rank and not slow and nan_at == float("inf") else 0
+
+
+def tensorboard_file(rank: int) -> BinaryIO | None:
+    """Rank 0's TensorBoard event file in ``TI_SLURM_TENSORBOARD_DIR`` (None for the others, or without it)."""
+    folder = os.environ.get("TI_SLURM_TENSORBOARD_DIR", "")
+    if rank != 0 or not folder:
+        return None
+    from ti_slurm.core.tfevents import file_version_event
+
+    os.makedirs(folder, exist_ok=True)
+    name = f"events.out.tfevents.{time.time():.0f}.{os.uname().nodename}.{os.getpid()}"
+    fh = open(os.path.join(folder, name), "ab")  # noqa: SIM115 (written to until the process ends)
+    fh.write(file_version_event(time.time()))
+    return fh
 
 
 if __name__ == "__main__":

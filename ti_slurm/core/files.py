@@ -71,3 +71,28 @@ def private_dir(path: str) -> str | None:
     if info.st_mode & 0o077:
         return f"{path} has mode {stat.filemode(info.st_mode)}: others may read or write it; chmod 700 it"
     return None
+
+
+def find_named(folder: str, mark: str, most: int) -> list[str]:
+    """The regular files below ``folder`` whose names hold ``mark`` (at most ``most``, in name order; links not
+    followed); [] when there is no such folder."""
+    found: list[str] = []
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if mark in name and os.path.isfile(path) and not os.path.islink(path):
+                found.append(path)
+                if len(found) >= most:
+                    return found
+    return found
+
+
+def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
+    """A job file here from byte ``offset`` on (at most ``size`` bytes), reading nothing before it."""
+    try:
+        with open_regular(path) as fh:
+            fh.seek(offset)
+            return fh.read(-1 if size is None else size)
+    except OSError:
+        return None

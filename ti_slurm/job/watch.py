@@ -76,7 +76,10 @@ def read_progress(path: str, since: float) -> dict[str, object]:
 
 
 class ProgressWatch:
-    """One node's training steps, as its command writes them to ``TI_SLURM_PROGRESS_FILE``."""
+    """One node's training steps, as its command writes them to ``TI_SLURM_PROGRESS_FILE`` (``what``: how the
+    hang is worded; :class:`ti_slurm.job.tensorboard.TensorBoardWatch` reads the job's TensorBoard steps)."""
+
+    what = "step"
 
     def __init__(self, path: str, started: float = 0.0) -> None:
         self.path, self.seen, self.started = path, 0.0, started  # a write before ``started``: an earlier attempt's
@@ -86,20 +89,13 @@ class ProgressWatch:
 
     def look(self, now: float) -> str:
         """Why the command is hung ("" while it steps, or before it has stepped :data:`PROGRESS_LEARN` times)."""
-        changed = mtime(self.path)
-        if changed and changed != self.seen and changed >= self.started:
-            self.seen = changed
-            try:
-                with open(self.path) as fh:
-                    step = fh.read(64).strip()
-            except OSError:
-                step = self.step
-            if step != self.step:
-                if self.stepped_at:
-                    self.intervals = [*self.intervals[-255:], now - self.stepped_at]
-                else:  # this attempt's first step: where it resumed, and when (goodput: core/goodput.py)
-                    note_first_step(self.path, step, now)
-                self.step, self.stepped_at = step, now
+        step = self.read_step()
+        if step is not None and step != self.step:
+            if self.stepped_at:
+                self.intervals = [*self.intervals[-255:], now - self.stepped_at]
+            else:  # this attempt's first step: where it resumed, and when (goodput: follow/goodput.py)
+                self.first(step, now)
+            self.step, self.stepped_at = step, now
         if len(self.intervals) < PROGRESS_LEARN:
             return ""
         ordered = sorted(self.intervals)
@@ -108,9 +104,24 @@ class ProgressWatch:
         if now - self.stepped_at < limit:
             return ""
         return (
-            f"hung: no step for {now - self.stepped_at:.0f} s after step {self.step} (its steps came every"
+            f"hung: no {self.what} for {now - self.stepped_at:.0f} s after step {self.step} (its steps came every"
             f" {ordered[len(ordered) // 2]:.1f} s; the watchdog's limit {limit:.0f} s)"
         )
+
+    def read_step(self) -> str | None:
+        """The step the file holds, when it was written again since the last look (None: not)."""
+        changed = mtime(self.path)
+        if not changed or changed == self.seen or changed < self.started:
+            return None
+        self.seen = changed
+        try:
+            with open(self.path) as fh:
+                return fh.read(64).strip()
+        except OSError:
+            return None
+
+    def first(self, step: str, at: float) -> None:
+        note_first_step(self.path, step, at)
 
 
 STOP_POLL = 0.25  # seconds between a node step's looks for the supervisor's stop request

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from ti_slurm.core.environ import job_environment
 from ti_slurm.core.errors import BackendError
-from ti_slurm.core.files import open_regular
+from ti_slurm.core.files import find_named, open_regular, read_local_bytes
 
 Runner = Callable[[Sequence[str], str | None], "subprocess.CompletedProcess[str]"]
 
@@ -189,28 +189,7 @@ class LocalFiles:
             os.close(top)
 
     def find_files(self, folder: str, mark: str) -> list[str]:
-        """The regular files below ``folder`` whose names hold ``mark`` (at most FOUND_AT_MOST; links not
-        followed); [] when there is no such folder."""
-        found: list[str] = []
-        for root, dirs, names in os.walk(folder):
-            dirs.sort()
-            for name in sorted(names):
-                path = os.path.join(root, name)
-                if mark in name and os.path.isfile(path) and not os.path.islink(path):
-                    found.append(path)
-                    if len(found) >= FOUND_AT_MOST:
-                        return found
-        return found
-
-
-def read_local_bytes(path: str, offset: int = 0, size: int | None = None) -> bytes | None:
-    """A job file here from byte ``offset`` on (at most ``size`` bytes), reading nothing before it."""
-    try:
-        with open_regular(path) as fh:
-            fh.seek(offset)
-            return fh.read(-1 if size is None else size)
-    except OSError:
-        return None
+        return find_named(folder, mark, FOUND_AT_MOST)
 
 
 class LocalTransport(LocalFiles):

@@ -21,8 +21,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
+from ti_slurm.core.tfevents import last_values
 from ti_slurm.follow.queue import FOLLOW_MAX
-from ti_slurm.follow.scalars import job_scalars, last_values
+from ti_slurm.follow.scalars import job_scalars
 from ti_slurm.ui import pages
 from ti_slurm.ui.guard import Doorman, Guard
 

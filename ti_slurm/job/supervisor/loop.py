@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
-from ti_slurm.core.events import NodeExit
 from ti_slurm.core.files import write_atomic
 from ti_slurm.core.paths import JobPaths, node_label
 from ti_slurm.core.plan import JobPlan
@@ -24,12 +23,11 @@ from ti_slurm.job.supervisor.history import AttemptRecord
 from ti_slurm.job.supervisor.judge import NodeNames, Outcome
 from ti_slurm.job.supervisor.launchers import POLL_SECONDS, Launch, Launcher
 from ti_slurm.job.supervisor.liveness import Liveness
-from ti_slurm.job.supervisor.pace import StepPace
 from ti_slurm.job.supervisor.records import NodeRecords, StagingNotes, StartNotes
 from ti_slurm.job.supervisor.signals import HearsSignals
 from ti_slurm.job.supervisor.spares import NodeSet, Replacements
-from ti_slurm.job.supervisor.stacks import gather_stacks
 from ti_slurm.job.supervisor.steps import Steps
+from ti_slurm.job.supervisor.watchdog import AttemptWatch
 from ti_slurm.job.watch import read_progress
 
 HEARTBEAT_SECONDS = 60.0  # an "alive" event this often: followers need not ask the controller while it comes
@@ -74,7 +72,7 @@ class Supervisor(HearsSignals):
         self.interrupt: Outcome | None = None  # set when the checkpoint signal came: how the attempt will end
         self.deadline = float("inf")  # ... and when its steps are stopped at the latest (time.time())
         self.attempt_started = time.time()
-        self.pace: StepPace | None = None  # the nodes' steps, for stragglers (once the steps started)
+        self.watch: AttemptWatch | None = None  # stragglers, the job's TensorBoard steps (once its steps started)
 
     def event(self, kind: str, **data: object) -> None:
         self.log.append(kind, self.attempt, **data)
@@ -116,16 +114,12 @@ class Supervisor(HearsSignals):
         self.event("start", mode=self.plan.mode, components=components, **spares, **code_record(self.plan))
         self.say(f"started {len(self.steps.launches)} step(s) for {self.plan.mode} job {self.plan.name}")
         self.start_notes = StartNotes(self.paths.nodes_dir, launched_nodes(self.steps.launches), self.event)
-        if self.plan.watchdog_straggler:
-            files = {
-                self.node_label(launch, i): self.paths.progress(launch.component, i)
-                for launch in self.steps.launches
-                for i in launch.nodes
-            }
-            self.pace = StepPace(files, self.plan.watchdog_straggler, self.attempt_started)
+        self.watch = AttemptWatch(self.plan, self.paths, self.steps.launches, self.names, self.attempt, self.event,
+                                  self.say)  # fmt: skip
         outcome = self.loop()
         self.start_notes.note(now=True)
         outcome.progress = attempt_progress(self.paths, self.steps.launches, self.attempt_started)
+        outcome.progress = outcome.progress or self.watch.progress()
         if outcome.state is JobState.FAILED and not outcome.cause:
             snap = self.records.snapshot()
             lost = self.liveness.lost(self.steps.launches, snap, self.control)
@@ -137,36 +131,10 @@ class Supervisor(HearsSignals):
                              default=None)  # fmt: skip
             said = first_hung.error if first_hung else ""
             if first_hung is not None:
-                self.show_grouped_stacks(snap.records, first_hung)
+                self.watch.show_grouped_stacks(snap.records, first_hung)
             hung = sorted(hung, key=lambda name: name != (first_hung.node if first_hung else ""))  # it first
             outcome = attempts.named_cause(outcome, lost, hung, silence, replaceable, unlaunched, evidence, said)
         return outcome
-
-    def show_grouped_stacks(self, records: Mapping[tuple[str, int], NodeExit], first: NodeExit) -> None:
-        """A node hung: every still running node's stacks too, grouped beside the hung ones' (the supervisor's
-        log), so the odd node stands out."""
-        logs = {}
-        for launch in self.steps.launches:
-            for i in launch.nodes:
-                record = records.get((launch.component, i))
-                if record is None or record.error.startswith("hung"):
-                    logs[self.node_label(launch, i)] = self.paths.node_log(launch.component, i)
-        first_label = f"{first.node} ({first.component} {first.index})"
-        for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, first_label):
-            self.say(line)
-
-    def node_label(self, launch: Launch, i: int) -> str:
-        """A node as the supervisor's log names it: its name and its place (``node02 (ddp 1)``)."""
-        return f"{self.names.of(launch, i)} ({launch.component} {i})"
-
-    def note_stragglers(self) -> None:
-        """A node stepping 30% slower than the others for the window: a warning event (it goes on)."""
-        for found in self.pace.look(time.time()) if self.pace is not None else []:
-            self.event("straggler", **found)
-            self.say(
-                f"straggler: node {found['node']} took {found['seconds_a_step']} s a step over the last"
-                f" {found['window']} s, the other nodes {found['others']} s"
-            )
 
     def restart_in_place(self, outcome: Outcome) -> Outcome:
         """The attempt failed, hung or lost nodes spares replace: stop what runs (the checkpoint signal first),
@@ -209,9 +177,9 @@ class Supervisor(HearsSignals):
                     if not os.path.isdir(self.paths.root):  # its records and logs would go nowhere: settle() says so
                         return Outcome(JobState.FAILED, "its job directory was deleted while it ran")
                     self.staging.note()
-                    self.note_stragglers()
+                    outcome = self.watch.look(lambda: self.records.snapshot().records) if self.watch else None
                     # under Slurm, srun and Slurm's node state find a lost node and Slurm requeues the job
-                    if self.control is None:
+                    if outcome is None and self.control is None:
                         outcome = self.liveness.frozen_outcome(self.steps.launches, self.records)
                 if outcome is None and self.nodes.outlives_a_loss():  # a node gone: the job goes on within seconds
                     outcome = self.liveness.frozen_outcome(self.steps.launches, self.records, SWAP_AFTER)
