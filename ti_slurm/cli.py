@@ -483,7 +483,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def goodput_line(statuses: list[JobStatus]) -> str:
     """``list --goodput``: where the time of ``statuses`` went, summed."""
-    from ti_slurm.follow.goodput import Goodput
+    from ti_slurm.core.goodput import Goodput
 
     total = Goodput()
     for status in statuses:

@@ -51,6 +51,15 @@ def test_every_event_of_a_job_that_fails_once_arrives_once_in_order(tmp_path: Pa
     assert posts[3]["status_command"] == f"ti-slurm status {job}" and posts[3]["state"] == "COMPLETED"
     assert len(chat) == 1 and chat[0]["text"].startswith(f"ti-slurm: job {job} (told) requeued: FAILED, ")
     assert "  boom" in chat[0]["text"].splitlines()
+    assert any(line.startswith("time: ") and ", lost " in line for line in chat[0]["text"].splitlines())
+    # where the time went, at each end: the failed attempt's time lost, the whole wall time at the last
+    for post in (requeued, posts[3]):
+        split = post["goodput"]
+        assert set(split) == {"starting", "productive", "lost", "recomputed", "wall", "effective"}, split
+        parts = split["starting"] + split["productive"] + split["lost"]
+        assert split["wall"] > 0 and abs(parts - split["wall"]) < 0.01, split
+    assert requeued["goodput"]["productive"] == 0 and requeued["goodput"]["lost"] > 0
+    assert posts[3]["goodput"]["wall"] > requeued["goodput"]["wall"]
 
 
 @pytest.mark.parametrize(

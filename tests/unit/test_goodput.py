@@ -3,7 +3,7 @@ time limit, resumed each time from a checkpoint, against the timeline that made 
 
 from __future__ import annotations
 
-from ti_slurm.follow.goodput import Goodput, goodput
+from ti_slurm.core.goodput import Goodput, goodput
 from ti_slurm.follow.status import AttemptStatus
 
 T = 1_800_000_000.0  # the submit's time: the timelines below are seconds after it

@@ -182,8 +182,8 @@ def job_status(job: JobInfo, events: list[dict[str, Any]], queued: JobInfo | Non
 
 
 def with_goodput(status: JobStatus) -> JobStatus:
-    """``status`` with where its time went (:mod:`ti_slurm.follow.goodput`), once it has started."""
-    from ti_slurm.follow.goodput import goodput
+    """``status`` with where its time went (:mod:`ti_slurm.core.goodput`), once it has started."""
+    from ti_slurm.core.goodput import goodput
 
     if status.attempts:
         status.goodput = goodput(status.submitted, status.attempts, time.time()).as_dict()
@@ -337,7 +337,7 @@ def cause_line(attempt: AttemptStatus) -> str:
 
 def _goodput_lines(status: JobStatus) -> list[str]:
     """Where an ended job's time went (a running one's shows in --json and the console as it goes)."""
-    from ti_slurm.follow.goodput import Goodput
+    from ti_slurm.core.goodput import Goodput
 
     if not status.goodput or not status.state.is_terminal:
         return []

@@ -77,7 +77,25 @@ def message(plan: JobPlan, paths: JobPaths, name: str, record: dict[str, Any]) -
         label = f"{failed['component']}-{failed.get('index')}"
         out.update(node=failed.get("node"), node_label=label, logs_command=f"ti-slurm logs {job} --node {label}")
         out["log_tail"] = _tail(paths.node_log(str(failed["component"]), failed.get("index")))
+    if record.get("event") == "end":
+        out["goodput"] = time_went(plan, paths, record)
     return out
+
+
+def time_went(plan: JobPlan, paths: JobPaths, end: dict[str, Any]) -> dict[str, Any]:
+    """Where the job's time went so far (core/goodput.py), from its first start (the queue wait is the client's to
+    know): starting, productive, lost, recomputed, wall, effective."""
+    from ti_slurm.core.events import own_events, parse_events
+    from ti_slurm.core.goodput import attempts_of, goodput
+
+    try:
+        with open(paths.status) as fh:
+            events = own_events(parse_events(fh.read()), plan.submission)
+    except OSError:
+        events = [end]
+    split = goodput(0.0, attempts_of(events), float(end.get("time") or 0.0)).as_dict()
+    del split["queued"]
+    return split
 
 
 def _tail(path: str) -> list[str]:
@@ -99,6 +117,10 @@ def text_of(msg: dict[str, Any]) -> str:
         lines.append(f"node {msg['node']} ({msg['node_label']}), its last lines:")
         lines += [f"  {line}" for line in msg.get("log_tail", [])]
         lines.append(msg["logs_command"])
+    if msg.get("goodput"):
+        from ti_slurm.core.goodput import BUCKETS, Goodput
+
+        lines.append(Goodput(**msg["goodput"]).line(BUCKETS[1:]))  # from the first start: no queue wait
     lines.append(msg["status_command"])
     return "\n".join(lines)
 

@@ -93,7 +93,7 @@ class ProgressWatch:
         if step is not None and step != self.step:
             if self.stepped_at:
                 self.intervals = [*self.intervals[-255:], now - self.stepped_at]
-            else:  # this attempt's first step: where it resumed, and when (goodput: follow/goodput.py)
+            else:  # this attempt's first step: where it resumed, and when (goodput: core/goodput.py)
                 self.first(step, now)
             self.step, self.stepped_at = step, now
         if len(self.intervals) < PROGRESS_LEARN:

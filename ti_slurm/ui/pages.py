@@ -103,7 +103,7 @@ def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
         "waits_for": status.waits_for,
         "code": status.code,
         "effective": status.goodput.get("effective"),
-        "goodput": status.goodput,  # where its time went (follow/goodput.py)
+        "goodput": status.goodput,  # where its time went (core/goodput.py)
         "attempts": [a.__dict__ | {"start": attempt_start(status, a)} for a in status.attempts],
         "nodes": nodes,
         "series": {u.label: {"node": u.node, "points": u.series} for u in usage},

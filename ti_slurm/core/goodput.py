@@ -14,7 +14,7 @@ commands' start), its end, and the training steps the nodes reported (``TI_SLURM
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 BUCKETS = ("queued", "starting", "productive", "lost", "recomputed")
@@ -41,12 +41,40 @@ class Goodput:
     def as_dict(self) -> dict[str, Any]:
         return {k: round(getattr(self, k), 3) for k in (*BUCKETS, "wall")} | {"effective": self.effective}
 
-    def line(self) -> str:
+    def line(self, buckets: tuple[str, ...] = BUCKETS) -> str:
         """``time: 2.0 h wall: queued 3 min, starting 41 s, productive 1.8 h, lost 6 min, recomputed 2 min;
         effective 93%``."""
-        parts = ", ".join(f"{k} {span(getattr(self, k))}" for k in BUCKETS)
+        parts = ", ".join(f"{k} {span(getattr(self, k))}" for k in buckets)
         effective = f"; effective {self.effective:.0%}" if self.effective is not None else ""
         return f"time: {span(self.wall)} wall: {parts}{effective}"
+
+
+@dataclass
+class AttemptTimes:
+    """What :func:`goodput` reads of an attempt (as :class:`~ti_slurm.follow.status.AttemptStatus` has it)."""
+
+    started: float = 0.0
+    ended: float | None = None
+    state: str = ""
+    progress: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, Any] = field(default_factory=dict)
+
+
+def attempts_of(events: list[dict[str, Any]]) -> list[AttemptTimes]:
+    """Each attempt's times from a job's own events (``start``, ``running``, ``end``): in the job, where its end
+    notification says where its time went."""
+    found: dict[int, AttemptTimes] = {}
+    for ev in events:
+        number, kind = ev.get("attempt"), ev.get("event")
+        attempt = found.setdefault(number if isinstance(number, int) else 0, AttemptTimes())
+        if kind == "start":
+            attempt.started = _float(ev.get("time")) or 0.0
+        elif kind == "running" and isinstance(ev.get("commands"), list):
+            attempt.timeline["commands"] = ev["commands"]
+        elif kind == "end":
+            attempt.ended, attempt.state = _float(ev.get("time")), str(ev.get("state", ""))
+            attempt.progress = ev["progress"] if isinstance(ev.get("progress"), dict) else {}
+    return [found[k] for k in sorted(found)]
 
 
 def span(seconds: float) -> str:
@@ -63,7 +91,8 @@ def _float(value: object) -> float | None:
 
 
 def goodput(submitted: float, attempts: list[Any], now: float) -> Goodput:
-    """The split of a job's time (``attempts``: its :class:`~ti_slurm.follow.status.AttemptStatus` list)."""
+    """The split of a job's time (``attempts``: its :class:`~ti_slurm.follow.status.AttemptStatus` list, or
+    :func:`attempts_of`'s; ``submitted`` 0: not known, counted from the first start)."""
     started = [a for a in attempts if a.started]
     out = Goodput()
     if not started:
