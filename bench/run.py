@@ -892,6 +892,52 @@ def case_requeue(repeat: int, tmp: Path) -> list[Row]:
     ]
 
 
+def node_fault_requeue(tmp: Path, tag: str, expedited: bool) -> float:
+    """Seconds from a rank's GPU fault (its node blamed) to every rank of the requeued attempt running, with the
+    site config's ``expedited_requeue`` or without."""
+    site = tmp / f"site-{tag}.toml"
+    own = Path(os.environ.get("TI_SLURM_CONFIG", "/nonexistent"))
+    site.write_text((own.read_text() if own.is_file() else "") + f"\nexpedited_requeue = {str(expedited).lower()}\n")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp / f"state-{tag}"), TI_SLURM_CONFIG=str(site))
+    marks = tmp / f"fault-{tag}"
+    marks.mkdir()
+    attempt = "$TI_SLURM_RESTART_COUNT"
+    command = (
+        f"date +%s.%N > {marks}/run-{attempt}-$INDEX; if [ {attempt} = 0 ] && [ $INDEX = 1 ]; then sleep 2;"
+        f" date +%s.%N > {marks}/failed; python3 -m ti_slurm.admin.rehearse gpu_fault --rank 1 --after 0; exit 1;"
+        " fi; sleep 300"
+    )
+    spec = held_spec(tmp, f'mode: mpi\nnodes: 2\nrestart: {{max: 1, on: [gpu_fault]}}\ncommand: "{command}"')
+    job = sh([TI, "submit", str(spec)], env=env).stdout.split()[0]
+    for index in range(2):
+        wait_for_file(marks / f"run-1-{index}", timeout=180)
+    took = max(float((marks / f"run-1-{index}").read_text()) for index in range(2)) - float(
+        (marks / "failed").read_text()
+    )
+    subprocess.run(["scancel", job], check=False)
+    return took
+
+
+def case_node_fault_requeue(tmp: Path) -> list[Row]:
+    """Slurm 25.11's expedited requeue against the plain one, for an infrastructure cause (a GPU fault: its node
+    left out of the next attempt)."""
+    version = re.search(r"slurm (\d+)\.(\d+)", sh(["sinfo", "--version"]).stdout)
+    if not version or (int(version.group(1)), int(version.group(2))) < (25, 11):
+        return []
+    expedited, plain = node_fault_requeue(tmp, "expedited", True), node_fault_requeue(tmp, "plain", False)
+    return [
+        Row(
+            "node fault -> requeued, all ranks running (expedited)",
+            expedited,
+            plain,
+            "the same job, plain requeue",
+            "<= 10 s",
+            expedited <= 10,
+            "Slurm 25.11, SlurmctldParameters=enable_expedited_requeue; the faulty node left out (ExcNodeList)",
+        )
+    ]
+
+
 def in_place_restart(tmp: Path, tag: str, nodes: int = 4, partition: str = "") -> tuple[float, float]:
     """Seconds from a rank's failure to the command running again on every node: ti-slurm's restart in place,
     and a hand-written restart (a batch script that runs its srun again), on ``nodes`` nodes."""
@@ -1273,6 +1319,7 @@ def main() -> int:
         rows += case_container_start(1 if args.quick else 3, tmp)
         rows += case_failure(1 if args.quick else 3, tmp)
         rows += case_requeue(1 if args.quick else 3, tmp)
+        rows += case_node_fault_requeue(tmp)
         rows += case_in_place_restart(1 if args.quick else 3, tmp)
         rows += case_spare_swap(tmp)
         rows += case_elastic_shrink(tmp)
