@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, slurm_version
 
 pytestmark = pytest.mark.usefixtures("cluster")
 
@@ -104,3 +104,46 @@ def test_a_gpu_fault_keeps_its_node_out_of_the_next_attempt_and_of_the_users_nex
     res = run_cli("submit", str(spec), env=state(tmp_path))
     shown = subprocess.run(["scontrol", "-o", "show", "job", res.stdout.split()[0]], capture_output=True, text=True)
     assert "leaving out" not in res.stderr and f"ExcNodeList={bad}" not in shown.stdout
+
+
+def one_version() -> None:
+    """The watchdog's job path is the same on both versions: shown once, on 22.05 (25.11's tier is the long pole
+    of CI; the injected faults above run on both)."""
+    if slurm_version() >= (25, 11):
+        pytest.skip("shown on Slurm 22.05: the same job path, and 25.11's tier is CI's long pole")
+
+
+def test_a_rank_that_stops_stepping_is_hung_within_90_s_and_every_ranks_stacks_are_grouped(tmp_path: Path) -> None:
+    """A 2-node job stepping every 2 s (rank 0's steps also as TensorBoard scalars) whose rank 1 stops stepping
+    while alive and printing: called hung within 90 s of its last step, rank 1's node named, and the stacks of both
+    ranks grouped in the job's log, rank 1's apart and first."""
+    one_version()
+    command = rehearse("stall", "--every 2 --report both").replace("--after 2", "--after 9")
+    job_id, status = submit(tmp_path, command, "watchdog: {progress: true}")
+    attempt = status["attempts"][-1]
+    rank1 = status["components"][0]["nodes"][1]
+    assert attempt["cause"] == "hang" and attempt["evidence"]["node"] == rank1, status["reason"]
+    last_step = (Path(status["job_dir"]) / "heartbeat" / "ddp-1.progress").stat().st_mtime
+    assert 60 <= attempt["ended"] - last_step <= 90, attempt["ended"] - last_step
+    said = (tmp_path / "out" / f"slurm-{job_id}.out").read_text()
+    block = said[said.index("the Python stacks of 2 node(s) at the hang, grouped (2 different)") :]
+    groups = [line for line in block.splitlines() if " node(s): " in line]
+    assert groups[0].endswith(f"{rank1} (ddp 1) (stopped stepping first)") and "(ddp 0)" in groups[1], block
+
+
+def test_a_rank_40_percent_slower_for_the_window_is_a_straggler_and_the_job_goes_on(tmp_path: Path) -> None:
+    one_version()
+    command = rehearse("slow", "--steps 36 --every 0.5 --slower 0.4")
+    job_id, status = submit(tmp_path, command, "watchdog: {progress: true, straggler: 20}")
+    rank1 = status["components"][0]["nodes"][1]
+    assert status["state"] == "COMPLETED" and [s["node"] for s in status["stragglers"]] == [f"{rank1} (ddp 1)"]
+    assert f"  straggler: node {rank1} (ddp 1) took " in run_cli("status", job_id, env=state(tmp_path)).stdout
+
+
+def test_a_nan_loss_written_to_tensorboard_stops_the_job_with_nan_and_its_step(tmp_path: Path) -> None:
+    one_version()
+    command = rehearse("nan", "--report tensorboard").replace("--rank 1", "--rank 0")
+    _, status = submit(tmp_path, command, "watchdog: {progress: true}")
+    attempt = status["attempts"][-1]
+    assert (status["state"], attempt["cause"]) == ("FAILED", "nan"), status["reason"]
+    assert "the loss is nan at step " in status["reason"] and "TensorBoard tag train/loss" in status["reason"]

@@ -206,6 +206,7 @@ class NodeWatch:
         self.node = run.contract.node
         self.touched = 0.0
         self.stacks_request, self.stacks_seen = paths.stacks_request, mtime(paths.stacks_request)
+        self.logs = [paths.node_log(c.name, i) for c in run.plan.components for i in range(c.nodes)]  # every node's
         self.error = ""  # why the command was stopped, once it was
         self.usage = usage_sampler(run, paths.node_usage(name, run.contract.index))
         host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"  # where srun, and so the supervisor, runs
@@ -263,9 +264,12 @@ class NodeWatch:
             self.error = f"hung: printed nothing for {int(now - last)} s (watchdog silence {self.silence} s)"
         import sys
 
+        self.stacks_seen = -1.0  # it asks every node for theirs (srun ends the other tasks once this one exits)
+        write_request(self.stacks_request, self.attempt)
         print(f"ti-slurm: node {self.node}: {self.error}; {STACKS_MARK}", file=sys.stderr)
         sys.stderr.flush()
         dump_stacks(pgid)
+        wait_for_stacks(self.logs)
         return HUNG_EXIT
 
     def answer_stacks_request(self, pgid: int) -> None:
@@ -284,6 +288,46 @@ class NodeWatch:
             print(said, file=sys.stderr)
             sys.stderr.flush()
             dump_stacks(pgid)
+
+
+STACKS_WAIT = 15.0  # seconds to wait for every node's stacks (py-spy takes ~1 s a process)
+READ_BYTES = 256 * 1024  # a stack dump is in the last part of a log
+
+
+def write_request(path: str, attempt: object) -> None:
+    """Ask every node's step of ``attempt`` for something (its stacks): the request file holds the attempt."""
+    from ti_slurm.core.files import write_atomic
+
+    try:  # noqa: SIM105 (contextlib: one more import on every node's path)
+        write_atomic(path, f"{attempt}\n", 0o644)
+    except OSError:
+        pass
+
+
+def log_end(path: str) -> str:
+    """A log's last :data:`READ_BYTES` ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - READ_BYTES))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def wait_for_stacks(logs: list[str], most: float = STACKS_WAIT) -> None:
+    """Wait until every log holds a stack dump after :data:`STACKS_MARK` and stopped growing (``most`` s at most)."""
+    deadline = time.monotonic() + most
+    waiting = list(logs)
+    while waiting and time.monotonic() < deadline:
+        waiting = [log for log in waiting if STACKS_MARK not in log_end(log)]
+        time.sleep(0.25)
+    last: list[float] = []
+    while time.monotonic() < deadline:  # a dump being written: until the logs stop growing
+        sizes = [mtime(log) for log in logs]
+        if sizes == last:
+            return
+        last = sizes
+        time.sleep(0.5)
 
 
 def dump_stacks(pgid: int) -> None:

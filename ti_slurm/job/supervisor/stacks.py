@@ -1,30 +1,27 @@
 """Every node's Python stacks at a hang, grouped by identical stack so the odd node stands out.
 
-When the watchdog finds a node hung, that node's step prints its command's stacks to its log (``py-spy dump``
-where installed, else faulthandler: :func:`ti_slurm.job.watch.dump_stacks`). The supervisor then asks every other
-node of the attempt for theirs (:func:`ask_for_stacks`: a file each node's step looks at, as it does for stop
-requests), waits for them (:func:`wait_for_stacks`), reads each node's last dump from its log (:func:`stack_of`:
-both tools' formats, file paths cut to their last part, thread ids dropped) and prints one short block
-(:func:`grouped_stacks`): the groups of nodes with the same stack, the smallest first, the node that stopped
-stepping first named. Standard library only: this runs in the job.
+When the watchdog finds a node hung, that node's step asks every node for its stacks (a file each node's step looks
+at, as it does for stop requests), prints its command's stacks to its log (``py-spy dump`` where installed, else
+faulthandler: :func:`ti_slurm.job.watch.dump_stacks`) and waits for the others' before it ends (srun ends the
+other tasks once one exits). The supervisor (or, for a hang it found itself, it alone) asks too
+(:func:`gather_stacks`), reads each node's last dump from its log (:func:`stack_of`: both tools' formats, file
+paths cut to their last part, thread ids dropped) and prints one short block (:func:`grouped_stacks`): the groups
+of nodes with the same stack, the smallest first, the node that stopped stepping first named. Standard library
+only: this runs in the job.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 
-from ti_slurm.core.files import write_atomic
-from ti_slurm.job.watch import STACKS_MARK
+from ti_slurm.job.watch import STACKS_MARK, log_end, wait_for_stacks, write_request
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-STACKS_WAIT = 15.0  # seconds the supervisor waits for every node's stacks (py-spy takes ~1 s a process)
 FRAMES_SHOWN = 8  # innermost frames shown per thread
-READ_BYTES = 256 * 1024  # a dump is in the last part of a log
 
 # faulthandler: '  File "/x/train.py", line 30 in step'; py-spy: '    step (train.py:30)'
 _FAULTHANDLER_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -35,32 +32,6 @@ _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+|\d+)")
 _PROCESS = re.compile(r"^(Process \d+:|Fatal Python error)")
 
 Stack = tuple[tuple[str, ...], ...]  # a node's threads (each its frames, innermost first), in a stable order
-
-
-def ask_for_stacks(path: str, attempt: int) -> None:
-    """Ask every node's step of ``attempt`` for its command's stacks (:class:`ti_slurm.job.watch.NodeWatch`)."""
-    write_atomic(path, f"{attempt}\n", 0o644)
-
-
-def wait_for_stacks(logs: Sequence[str], most: float = STACKS_WAIT) -> None:
-    """Wait until every log holds a dump after :data:`STACKS_MARK` and has stopped growing (``most`` s at most)."""
-    deadline = time.monotonic() + most
-    waiting = list(logs)
-    while waiting and time.monotonic() < deadline:
-        waiting = [log for log in waiting if STACKS_MARK not in _tail(log)]
-        time.sleep(0.25)
-    from ti_slurm.job.supervisor.blame import settled
-
-    settled(list(logs), max(0.5, min(3.0, deadline - time.monotonic())))
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - READ_BYTES))
-            return fh.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def stack_of(text: str) -> Stack | None:
@@ -110,8 +81,11 @@ def grouped_stacks(stacks: Mapping[str, Stack | None], first: str = "") -> list[
     return lines
 
 
-def gather_stacks(path: str, attempt: int, logs: Mapping[str, str], first: str = "") -> list[str]:
-    """Ask every node for its stacks, wait for them, and return the grouped block (``logs``: node -> its log)."""
-    ask_for_stacks(path, attempt)
-    wait_for_stacks(list(logs.values()))
-    return grouped_stacks({node: stack_of(_tail(log)) for node, log in logs.items()}, first)
+def gather_stacks(
+    path: str, attempt: int, logs: Mapping[str, str], running: Sequence[str], first: str = ""
+) -> list[str]:
+    """Ask every node for its stacks, wait for those still ``running`` (the node that hung asked the others before
+    it ended: srun may have ended them since), and return the grouped block (``logs``: node -> its log)."""
+    write_request(path, attempt)
+    wait_for_stacks([logs[node] for node in running])
+    return grouped_stacks({node: stack_of(log_end(log)) for node, log in logs.items()}, first)

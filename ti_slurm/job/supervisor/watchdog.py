@@ -82,12 +82,13 @@ class AttemptWatch:
     def show_grouped_stacks(self, records: Mapping[tuple[str, int], NodeExit], first: NodeExit | None) -> None:
         """A node hung: every still running node's stacks too, grouped beside the hung ones' (the supervisor's
         log), so the odd node stands out."""
-        logs = {}
+        logs, running = {}, []
         for launch in self.launches:
             for i in launch.nodes:
-                record = records.get((launch.component, i))
-                if record is None or record.error.startswith("hung"):
-                    logs[node_label(self.names, launch, i)] = self.paths.node_log(launch.component, i)
+                label = node_label(self.names, launch, i)
+                logs[label] = self.paths.node_log(launch.component, i)
+                if (launch.component, i) not in records:
+                    running.append(label)
         first_label = f"{first.node} ({first.component} {first.index})" if first is not None else ""
-        for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, first_label):
+        for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, running, first_label):
             self.say(line)
