@@ -47,6 +47,7 @@ def rehearse(fault: str, *more: str) -> str:
         ("gpu_fault", "gpu_fault", "GPU has fallen off the bus."),
         ("gpu_oom", "gpu_oom", "torch.OutOfMemoryError: CUDA out of memory."),
         ("nccl", "nccl", "Watchdog caught collective operation timeout"),
+        ("host_oom", "host_oom", "Some of the step tasks have been OOM Killed."),
         ("exit", "unknown", ""),
     ],
 )

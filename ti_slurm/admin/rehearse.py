@@ -17,6 +17,8 @@ Every rank prints a step a second (``step 3 loss 0.25``) and writes it to ``TI_S
   progress watchdog sees it);
 - ``gpu_fault``, ``gpu_oom``, ``nccl``: print the lines a GPU fault (the driver's Xid), PyTorch's CUDA OOM and
   NCCL's watchdog print, then exit 1 (no GPU needed: the lines are what ti-slurm reads);
+- ``host_oom``: prints the line slurmstepd prints when the step's cgroup killed it for memory, then is killed
+  by SIGKILL as the kernel's OOM killer does (a cluster without cgroup enforcement cannot kill it for real);
 - ``exit``: exits 3 saying nothing (ti-slurm calls it ``unknown``);
 - ``slow``: steps ``--slower`` (0.4: 40%) slower than the others after ``--after`` seconds, and ends with them
   (a straggler: ``watchdog: {progress: true}`` says so in a warning event).
@@ -32,11 +34,16 @@ import sys
 import time
 from typing import BinaryIO
 
-FAULTS = ("user_error", "filesystem", "nan", "hang", "stall", "gpu_fault", "gpu_oom", "nccl", "exit", "slow")
+FAULTS = (
+    *("user_error", "filesystem", "nan", "hang", "stall"),
+    *("gpu_fault", "gpu_oom", "nccl", "host_oom", "exit", "slow"),
+)
 SAID = {
     "gpu_fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, GPU has fallen off the bus.",
     "gpu_oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity"
     " of 79.15 GiB of which 3.19 GiB is free.",
+    "host_oom": "slurmstepd: error: Detected 1 oom_kill event in StepId={step}. Some of the step tasks have been"
+    " OOM Killed.",
     "nccl": "[rank{rank}]:[E ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective operation timeout:"
     " WorkNCCL(SeqNum=42, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
 }
@@ -61,8 +68,14 @@ def fail(fault: str, rank: int) -> int:
             print("waiting for the allreduce", flush=True)
             time.sleep(1.0)
     if fault in SAID:
-        print("Traceback (most recent call last):", file=sys.stderr)
-        print(SAID[fault].format(pid=os.getpid(), rank=rank), file=sys.stderr, flush=True)
+        step = f"{os.environ.get('SLURM_JOB_ID', '0')}.{os.environ.get('SLURM_STEP_ID', '0')}"
+        if fault != "host_oom":
+            print("Traceback (most recent call last):", file=sys.stderr)
+        print(SAID[fault].format(pid=os.getpid(), rank=rank, step=step), file=sys.stderr, flush=True)
+    if fault == "host_oom":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
     return 3 if fault == "exit" else 1
 
 
