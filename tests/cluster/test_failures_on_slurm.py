@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from tests.conftest import run_cli, slurm_version
 
 pytestmark = pytest.mark.usefixtures("cluster")
+CLUSTER = Path(__file__).resolve().parents[2] / "ci" / "slurm-cluster"
 
 
 def submit(tmp_path: Path, command: str, *extra: str, nodes: int = 2, wait: bool = True) -> tuple[str, dict]:  # type: ignore[type-arg]
@@ -148,3 +150,85 @@ def test_a_nan_loss_written_to_tensorboard_stops_the_job_with_nan_and_its_step(t
     attempt = status["attempts"][-1]
     assert (status["state"], attempt["cause"]) == ("FAILED", "nan"), status["reason"]
     assert "the loss is nan at step " in status["reason"] and "TensorBoard tag train/loss" in status["reason"]
+
+
+TRAINING = """\
+import os, signal, sys, time
+folder, total = sys.argv[1], int(sys.argv[2])
+rank, attempt = int(os.environ["RANK"]), os.environ["TI_SLURM_RESTART_COUNT"]
+saved = os.path.join(os.environ["TI_SLURM_CHECKPOINT_DIR"], "step")
+marks = open(os.path.join(folder, f"marks-{rank}"), "a")
+marks.write(f"start {attempt} {time.time():.3f}\\n")
+step = int(open(saved).read()) if os.path.exists(saved) else 0
+total = step + 10 if attempt == "2" else total  # the third attempt finishes the run
+stop = []
+signal.signal(signal.SIGUSR2, lambda *_: stop.append(1))
+while step < total and not stop:
+    time.sleep(0.5)
+    step += 1
+    with open(os.environ["TI_SLURM_PROGRESS_FILE"], "w") as fh:
+        fh.write(f"{step}\\n")
+    if rank == 0:
+        with open(saved + ".new", "w") as fh:
+            fh.write(str(step))
+        os.replace(saved + ".new", saved)
+    marks.write(f"step {attempt} {step} {time.time():.3f}\\n")
+    marks.flush()
+marks.write(f"end {attempt} {time.time():.3f}\\n")
+"""
+
+
+def timeline(folder: Path) -> dict[str, dict[str, float]]:
+    """Per attempt, from the command's own marks on every rank: its start, first step, last step and end."""
+    seen: dict[str, dict[str, float]] = {}
+    for path in folder.glob("marks-*"):
+        for line in path.read_text().splitlines():
+            kind, attempt, *rest = line.split()
+            at, got = float(rest[-1]), seen.setdefault(attempt, {})
+            for key, keep in {"start": min, "end": max}.items():
+                if kind == key:
+                    got[key] = keep(got.get(key, at), at)
+            if kind == "step":
+                got["first"], got["last"] = min(got.get("first", at), at), max(got.get("last", at), at)
+    return seen
+
+
+def test_the_time_of_a_job_that_lost_a_node_and_met_its_time_limit_is_split_as_it_went(
+    tmp_path: Path, island: object
+) -> None:
+    """A 2-node job whose rank 1's node is killed in its first attempt (Slurm declares it down after
+    SlurmdTimeout) and whose second attempt meets its 2-minute time limit (it saves on the signal), then completes:
+    each bucket of ``status``'s time line (queued, starting, productive, lost, recomputed) against the timeline
+    the command itself wrote, within 2 s."""
+    one_version()
+    (tmp_path / "train.py").write_text(TRAINING)
+    lines = [f"partition: {island.name}", "time: 2", "signal: {name: USR2, before: 30}",  # type: ignore[attr-defined]
+             "restart: {max: 3}", f"workdir: {tmp_path}"]  # fmt: skip
+    submitted = time.time()
+    job_id, status = submit(tmp_path, f"python3 train.py {tmp_path} 100000", *lines, wait=False)
+    marks = tmp_path / "marks-1"
+    deadline = time.monotonic() + 120
+    while not (marks.exists() and marks.read_text().count("step 0 ") >= 8) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    lost = status_of(tmp_path, job_id)["components"][0]["nodes"][1]
+    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
+    try:
+        res = run_cli("wait", job_id, env=state(tmp_path), timeout=600)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    status = status_of(tmp_path, job_id)
+    shown = [(a["state"], a["cause"]) for a in status["attempts"]]
+    assert res.returncode == 0 and shown == [("NODE_FAIL", "node_fail"), ("TIMEOUT", "timeout"), ("COMPLETED", "")]
+    went, marked = status["goodput"], timeline(tmp_path)
+    a0, a1, a2 = (marked[k] for k in ("0", "1", "2"))
+    expected = {
+        "queued": a0["start"] - submitted,
+        "starting": sum(a["first"] - a["start"] for a in (a0, a1, a2)),
+        "productive": (a0["last"] - a0["first"]) + (a1["last"] - a1["first"]) + (a2["end"] - a2["first"]),
+        "lost": (a1["start"] - a0["last"]) + (a2["start"] - a1["last"]),
+        "recomputed": 0.0,  # each attempt resumes after the last step saved
+    }
+    off = {k: round(went[k] - v, 2) for k, v in expected.items()}
+    print(f"goodput against the command's own timeline (s): {off}")
+    assert all(abs(d) <= 2 for d in off.values()), (off, went, expected)
+    assert "time: " in run_cli("status", job_id, env=state(tmp_path)).stdout
