@@ -232,3 +232,25 @@ def test_the_time_of_a_job_that_lost_a_node_and_met_its_time_limit_is_split_as_i
     print(f"goodput against the command's own timeline (s): {off}")
     assert all(abs(d) <= 2 for d in off.values()), (off, went, expected)
     assert "time: " in run_cli("status", job_id, env=state(tmp_path)).stdout
+
+
+def test_a_frozen_node_is_a_node_fail_left_out_of_the_next_attempt(tmp_path: Path, island: object) -> None:
+    """Every process of rank 1's node stopped (its slurmd too: alive, answering nothing): Slurm declares it down,
+    the attempt ends ``node_fail`` naming it, and the requeued attempt runs without it."""
+    one_version()
+    command = "python3 -m ti_slurm.admin.rehearse exit --rank 9 --steps 20"  # both ranks step 20 s and end well
+    lines = [f"partition: {island.name}", "restart: {max: 1}"]  # type: ignore[attr-defined]
+    job_id, _ = submit(tmp_path, command, *lines, wait=False)
+    log = tmp_path / "out" / job_id / "logs" / "ddp-1.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "step 3 " in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    frozen = status_of(tmp_path, job_id)["components"][0]["nodes"][1]
+    subprocess.run([str(CLUSTER / "node"), "freeze", frozen], check=True)
+    try:
+        res = run_cli("wait", job_id, env=state(tmp_path), timeout=300)
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", frozen], check=True)
+    first, second = status_of(tmp_path, job_id)["attempts"]
+    assert res.returncode == 0 and (first["cause"], first["lost_nodes"]) == ("node_fail", [frozen]), first
+    assert frozen not in second["nodes"] and second["state"] == "COMPLETED"
