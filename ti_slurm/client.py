@@ -182,15 +182,16 @@ def leave_out_avoided(plan: JobPlan, backend: Backend, cluster: str, said: list[
     """``plan`` with the nodes this user's jobs avoid on ``cluster`` in its ``--exclude`` (beside the spec's own),
     at most a quarter of its partition's nodes."""
     from ti_slurm.core.hostlist import compress, expand
+    from ti_slurm.submitting.avoided import a_quarter, avoided_on
     from ti_slurm.submitting.avoided import said as said_of
-    from ti_slurm.submitting.avoided import to_avoid
 
-    if not backend.queues_jobs or not to_avoid(cluster, None):  # the local backend has no nodes to leave out
+    every = avoided_on(cluster) if backend.queues_jobs else []  # the local backend has no nodes to leave out
+    if not every:
         return plan
     partition = plan.partition or plan.components[0].partition or ""
     sizes = backend.partition_sizes()
     size = sizes.get(partition) if partition else max(sizes.values(), default=None)
-    leave = to_avoid(cluster, size)
+    leave = a_quarter(every, size)
     if not leave:
         return plan
     own = plan.sbatch.get("exclude")

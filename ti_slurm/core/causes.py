@@ -184,7 +184,7 @@ def no_progress(steps: Sequence[str]) -> str:
     :data:`NO_PROGRESS_ATTEMPTS` attempts (``steps``: each one's last step, oldest first, "" when it reported
     none; the one just ended last) each ended at or below the best step before them. A job that reports no
     steps is never stopped so."""
-    numbers = [float(s) if _is_number(s) else None for s in steps]
+    numbers = [step_number(s) for s in steps]
     if len(numbers) <= NO_PROGRESS_ATTEMPTS or not any(n is not None for n in numbers):
         return ""
     before = [n for n in numbers[:-NO_PROGRESS_ATTEMPTS] if n is not None]
@@ -196,12 +196,12 @@ def no_progress(steps: Sequence[str]) -> str:
     return ""
 
 
-def _is_number(text: str) -> bool:
+def step_number(text: str) -> float | None:
+    """A training step as reported (``1200``, ``1200.5``, ``1200 extra``: the first word); None when no number."""
     try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return None
 
 
 def blamed_node(cause: str, evidence: Mapping[str, object]) -> str:

@@ -45,6 +45,13 @@ STATUS = "status.jsonl"
 BATCH_OUTPUT = "slurm-%j.out"  # sbatch --output's pattern, in the output directory (%j: the job id)
 
 
+def state_home() -> str:
+    """This user's ti-slurm state (``$XDG_STATE_HOME/ti-slurm``, else ``~/.local/state/ti-slurm``): the registry of
+    jobs and sweeps, the nodes its jobs avoid."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "ti-slurm")
+
+
 def stage_root(stage_dir: str, uid: int | None = None) -> str:
     """A user's folder in a node's ``stage_dir`` (private: staging refuses one that is not, and the Epilog
     removes a job's copies only inside a real folder of that user's)."""

@@ -8,7 +8,6 @@ sweep in ``.../ti-slurm/sweeps/`` (its points, each also recorded as a job).
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -16,14 +15,14 @@ from typing import Any
 
 from ti_slurm.backends.base import JobInfo
 from ti_slurm.core.files import open_regular
+from ti_slurm.core.paths import state_home
 from ti_slurm.core.states import JobState
 
 MAX_RECORD = 1 << 16  # a job's record is a few hundred bytes
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "ti-slurm" / "jobs"
+    return Path(state_home()) / "jobs"
 
 
 def sweeps_dir() -> Path:

@@ -25,8 +25,9 @@ KEPT_AT_MOST = 256  # entries, newest kept (a file read at every submit stays sm
 
 
 def avoided_path() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "ti-slurm", "avoided", "nodes.json")  # its folder this user's alone (0700)
+    from ti_slurm.core.paths import state_home
+
+    return os.path.join(state_home(), "avoided", "nodes.json")  # its folder this user's alone (0700)
 
 
 def read_avoided(now: float | None = None) -> list[dict[str, Any]]:
@@ -92,13 +93,21 @@ def release(node: str) -> int:
 def to_avoid(cluster: str, partition_nodes: int | None, now: float | None = None) -> list[dict[str, Any]]:
     """The entries a job on ``cluster`` leaves out: the newest, at most a quarter of its partition's
     ``partition_nodes`` (every one when that is None: is there any at all?)."""
-    now = time.time() if now is None else now
-    mine = [e for e in read_avoided(now) if e.get("cluster", "") == cluster]
+    return a_quarter(avoided_on(cluster, now), partition_nodes)
+
+
+def avoided_on(cluster: str, now: float | None = None) -> list[dict[str, Any]]:
+    """The newest entry of each node avoided on ``cluster``, newest first."""
     by_node: dict[str, dict[str, Any]] = {}
-    for entry in mine:
-        by_node.setdefault(entry["node"], entry)
-    most = partition_nodes // 4 if partition_nodes is not None else len(by_node)
-    return list(by_node.values())[:most]
+    for entry in read_avoided(now):
+        if entry.get("cluster", "") == cluster:
+            by_node.setdefault(entry["node"], entry)
+    return list(by_node.values())
+
+
+def a_quarter(entries: list[dict[str, Any]], partition_nodes: int | None) -> list[dict[str, Any]]:
+    """The newest ``entries``, never more than a quarter of the partition's nodes (all of them: size unknown)."""
+    return entries[: partition_nodes // 4] if partition_nodes is not None else entries
 
 
 def said(entry: Mapping[str, Any], now: float | None = None) -> str:

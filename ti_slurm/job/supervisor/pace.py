@@ -13,20 +13,14 @@ from __future__ import annotations
 
 import os
 
+from ti_slurm.core.causes import step_number
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 SLOWER = 1.3  # a node whose steps take this many times the median node's (or longer) is a straggler
 LOOK_EVERY = 5.0  # seconds between looks at the nodes' progress files
-
-
-def step_number(text: str) -> float | None:
-    """A progress file's step (``1200``, ``1200.5``); None when it holds no number."""
-    try:
-        return float(text.split()[0])
-    except (ValueError, IndexError):
-        return None
 
 
 class StepPace:
