@@ -613,3 +613,35 @@ def test_resubmit_runs_a_job_again_as_planned_and_a_gone_plan_is_one_line(tmp_pa
         f"ti-slurm: error: job {job}: its plan is gone (its directory {job_dir(tmp_path, first)} holds none): "
         "submit its spec again\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("torch", "said"),
+    [
+        (None, "ModuleNotFoundError: No module named 'torch'; install PyTorch in the job's Python (pip install torch"),
+        (
+            "raise OSError('libgomp.so.1: cannot open shared object file: No such file or directory')",
+            "OSError: libgomp.so.1: cannot open shared object file: No such file or directory; install libgomp1"
+            " (Debian: apt install libgomp1)",
+        ),
+    ],
+    ids=["torch not installed", "a system library missing"],
+)
+def test_a_framework_the_commands_python_cannot_import_stops_every_node_before_the_command(
+    tmp_path: Path, torch: str | None, said: str
+) -> None:
+    """A DDP job whose command runs a Python without a working torch: one line on each node naming that Python,
+    the import error's own last line and what to install; the command never ran."""
+    import venv
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    if torch is not None:  # a torch whose import fails as one built against a library this node lacks
+        site = next(env_dir.glob("lib/python*/site-packages"))
+        (site / "torch").mkdir()
+        (site / "torch" / "__init__.py").write_text(torch + "\n")
+    python = env_dir / "bin" / "python"
+    body = f"mode: ddp\nnodes: 2\ncommand: '{python} -c \"open(\\\"{tmp_path}/ran\\\", \\\"w\\\")\"'"
+    res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+    assert res.returncode == 1 and not (tmp_path / "ran").exists(), res.stderr
+    assert f"preflight on localhost: {python} cannot import torch (the ddp mode's framework): {said}" in res.stderr

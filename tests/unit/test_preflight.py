@@ -113,3 +113,46 @@ def test_a_launcher_missing_from_the_commands_path_stops_the_node_before_its_com
         assert "install " in found
     if missing == "mpirun":  # Open MPI is installed where the tests run: found on the PATH as it is
         assert launcher_found(plan, 0, contract(), {"PATH": os.environ["PATH"]}) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("python3 train.py", "python3"),
+        ("cd src && OMP_NUM_THREADS=4 python -u train.py", "python"),
+        ("if [ -e x ]; then exec python3.11 t.py; fi", "python3.11"),
+        ("echo python; bash run.sh", None),
+        ("mpirun -np 2 hostname", None),
+    ],
+)
+def test_the_python_a_start_command_runs_first_is_found_on_its_path(
+    tmp_path: Path, command: str, program: str | None
+) -> None:
+    from ti_slurm.job.preflight import command_python
+
+    for name in ("python", "python3", "python3.11"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    assert command_python(command, str(tmp_path)) == (str(tmp_path / program) if program else None)
+
+
+def test_a_launchers_python_is_the_one_its_script_names(tmp_path: Path) -> None:
+    from ti_slurm.job.preflight import command_python
+
+    (tmp_path / "python3").write_text("#!/bin/sh\n")
+    (tmp_path / "python3").chmod(0o755)
+    (tmp_path / "torchrun").write_text("#!/usr/bin/env python3\nimport torch.distributed.run\n")
+    (tmp_path / "torchrun").chmod(0o755)
+    (tmp_path / "msrun").write_text("#!/opt/ms/bin/python3.9\n")
+    (tmp_path / "msrun").chmod(0o755)
+    assert command_python("torchrun --nproc_per_node 8 train.py", str(tmp_path)) == str(tmp_path / "python3")
+    assert command_python("msrun --worker_num 8 train.py", str(tmp_path)) == "/opt/ms/bin/python3.9"
+    assert command_python("torchrun train.py", "/nonexistent") is None
+
+
+def test_a_missing_system_library_names_its_debian_package() -> None:
+    from ti_slurm.job.preflight import import_hint
+
+    said = "OSError: libgomp.so.1: cannot open shared object file: No such file or directory"
+    assert import_hint(said, "MindSpore") == "install libgomp1 (Debian: apt install libgomp1)"
+    assert import_hint("ModuleNotFoundError: No module named 'torch'", "PyTorch") == "install PyTorch"

@@ -14,6 +14,11 @@ fails the job at once:
 - RDMA: on an RDMA job, every HCA ``NCCL_IB_HCA`` selects exists and its ports are ACTIVE;
 - the launcher: a command that starts with ``mpirun``, ``horovodrun``, ``msrun`` or ``torchrun`` (a
   word in command position) finds it on the command's PATH (on the bare node; a container has its own);
+- the framework: where the mode has one (DDP: torch, PS-Worker: tensorflow, Ray: ray, MindSpore: mindspore)
+  and the start command runs Python (``python``, ``python3``, a launcher such as ``torchrun``: its interpreter),
+  that interpreter imports it: a missing package or a missing system library (``libgomp.so.1``) is one line with
+  the import error's own last line and what to install, not a traceback on every node. (It costs one import,
+  seconds for TensorFlow, on a bare node only.)
 - with ``preflight: {allreduce: true}``, then: a one-element all-reduce across every node of
   the job (gloo; NCCL where CUDA is there) finishes within :data:`ALLREDUCE_SECONDS`.
 
@@ -21,6 +26,8 @@ Standard library only: this is the job path.
 """
 
 from __future__ import annotations
+
+import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -56,7 +63,7 @@ os._exit(0 if int(value.item()) == world else 4)
 
 def problems(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
     """The first preflight problem of this node, as one line; ``None`` when every check passes."""
-    for check in (launcher_found, names_agree, ports_free, gpus_match, rdma_ports_active):
+    for check in (launcher_found, names_agree, ports_free, gpus_match, rdma_ports_active, framework_imports):
         found = check(plan, component, contract, env)
         if found:
             return f"preflight on {contract.node}: {found}"
@@ -173,3 +180,132 @@ def rdma_ports_active(plan: JobPlan, component: int, contract: NodeContract, env
     if found:
         return f"RDMA {'; '.join(found)} (NCCL_IB_HCA={hca})"
     return None
+
+
+# each mode's framework: the module its command's Python must import, and what to install when it does not
+FRAMEWORKS = {
+    "ddp": ("torch", "PyTorch in the job's Python (pip install torch; the CPU build: --index-url"
+            " https://download.pytorch.org/whl/cpu)"),
+    "ps-worker": ("tensorflow", "TensorFlow in the job's Python (pip install tensorflow-cpu)"),
+    "ray": ("ray", "Ray in the job's Python (pip install 'ray[default]')"),
+    "mindspore": ("mindspore", "MindSpore in its own environment (docs/modelarts.md)"),
+}  # fmt: skip
+# a system library an import names as missing: the Debian package that has it
+LIBRARIES = {
+    "libgomp.so.1": "libgomp1",
+    "libnuma.so.1": "libnuma1",
+    "libgfortran.so.5": "libgfortran5",
+    "libstdc++.so.6": "libstdc++6",
+    "libmpi.so.40": "libopenmpi3",
+    "libGL.so.1": "libgl1",
+    "libcudart.so": "the CUDA runtime (NVIDIA's packages)",
+}
+PYTHON_LAUNCHERS = ("torchrun", "msrun", "horovodrun", "deepspeed", "accelerate")
+PREFIX_WORDS = ("exec", "then", "do", "else", "time", "nohup", "env", "command", "if", "while", "!", "{")
+IMPORT_SECONDS = 120  # a cold import of TensorFlow on a busy node
+
+
+def command_python(command: str, path: str | None) -> str | None:
+    """The Python interpreter the start command runs first: ``python3 train.py`` its ``python3``, ``torchrun ...``
+    the interpreter of torchrun's script (its ``#!`` line), each found on ``path``; None when it runs none."""
+    import os
+    import re
+    import shutil
+
+    for segment in re.split(r"[;&|()\n]", command):
+        words = segment.split()
+        while words and ("=" in words[0] or words[0] in PREFIX_WORDS):
+            words = words[1:]
+        if not words:
+            continue
+        program, name = words[0], os.path.basename(words[0])
+        if re.fullmatch(r"python[0-9.]*", name):
+            return shutil.which(program, path=path) if "/" not in program else program
+        if name in PYTHON_LAUNCHERS:
+            script = shutil.which(program, path=path)
+            return shebang_python(script, path) if script else None
+    return None
+
+
+def shebang_python(script: str, path: str | None) -> str | None:
+    """The Python a script's ``#!`` line names (``#!/usr/bin/env python3``: found on ``path``)."""
+    import shutil
+
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline(512).decode(errors="replace")
+    except OSError:
+        return None
+    words = first.removeprefix("#!").split()
+    if not first.startswith("#!") or not words:
+        return None
+    if words[0].endswith("/env") and len(words) > 1:
+        return shutil.which(words[1], path=path)
+    return words[0] if "python" in words[0] else None
+
+
+def import_hint(last: str, install: str) -> str:
+    """What to install: the Debian package of a missing system library the error names, else the framework."""
+    for library, package in LIBRARIES.items():
+        if library in last:
+            return f"install {package} (Debian: apt install {package})" if " " not in package else f"install {package}"
+    return f"install {install}"
+
+
+def known_good(python: str, module: str, stage_dir: str) -> str | None:
+    """The marker of a good import of ``module`` by ``python`` on this node, in this user's private folder
+    (:func:`ti_slurm.core.paths.stage_root`), named by the interpreter and the package's file and its time: a
+    package installed or changed since has another. None where it cannot be told: ``python`` is not this
+    process's interpreter (whose path finds the package), or no private folder is had."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    from ti_slurm.core.files import private_dir
+    from ti_slurm.core.paths import stage_root
+
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None and spec.origin else ""
+        changed = os.stat(origin).st_mtime_ns if origin else 0
+    except (ImportError, ValueError, OSError):
+        return None
+    folder = os.path.join(stage_root(stage_dir), "imports")
+    if not origin or private_dir(stage_root(stage_dir)) or private_dir(folder):
+        return None
+    key = hashlib.sha256(f"{os.path.realpath(python)}\0{module}\0{origin}\0{changed}".encode()).hexdigest()
+    return os.path.join(folder, key[:32])
+
+
+def framework_imports(plan: JobPlan, component: int, contract: NodeContract, env: Mapping[str, str]) -> str | None:
+    """The mode's framework, where its command runs Python: imported by that Python, else why not (a good import
+    is remembered on the node until the package changes: :func:`known_good`)."""
+    import contextlib
+    import subprocess
+
+    if plan.mode not in FRAMEWORKS or plan.components[component].container is not None:
+        return None
+    module, install = FRAMEWORKS[plan.mode]
+    python = command_python(plan.command_of(component), env.get("PATH"))
+    if python is None:
+        return None
+    marker = known_good(python, module, plan.stage_dir)
+    if marker is not None and os.path.exists(marker):
+        return None  # imported here before, the package unchanged since
+    try:
+        res = subprocess.run([python, "-c", f"import {module}"], env=dict(env), capture_output=True, text=True,
+                             timeout=IMPORT_SECONDS)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"{python} did not import {module} within {IMPORT_SECONDS} s"
+    except OSError as exc:
+        return f"the start command's Python {python} does not run: {exc.strerror}"
+    if res.returncode == 0:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        return None
+    last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1][:300]
+    return f"{python} cannot import {module} (the {plan.mode} mode's framework): {last}; {import_hint(last, install)}"
+
