@@ -152,6 +152,22 @@ def test_a_nan_loss_written_to_tensorboard_stops_the_job_with_nan_and_its_step(t
     assert "the loss is nan at step " in status["reason"] and "TensorBoard tag train/loss" in status["reason"]
 
 
+def rank1_node_faulted(
+    tmp_path: Path, job_id: str, fault: str, watched: Path, text: str = "step 3 "
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Once ``watched`` holds ``text``, ``ci/slurm-cluster/node FAULT`` rank 1's node, follow the job to its end
+    (``ti-slurm wait``) and bring the node back; wait's answer and the node."""
+    deadline = time.monotonic() + 120
+    while not (watched.exists() and text in watched.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    node = status_of(tmp_path, job_id)["components"][0]["nodes"][1]
+    subprocess.run([str(CLUSTER / "node"), fault, node], check=True)
+    try:
+        return run_cli("wait", job_id, env=state(tmp_path), timeout=600), node
+    finally:
+        subprocess.run([str(CLUSTER / "node"), "revive", node], check=True)
+
+
 TRAINING = """\
 import os, signal, sys, time
 folder, total = sys.argv[1], int(sys.argv[2])
@@ -206,16 +222,7 @@ def test_the_time_of_a_job_that_lost_a_node_and_met_its_time_limit_is_split_as_i
              "restart: {max: 3}", f"workdir: {tmp_path}"]  # fmt: skip
     submitted = time.time()
     job_id, status = submit(tmp_path, f"python3 train.py {tmp_path} 100000", *lines, wait=False)
-    marks = tmp_path / "marks-1"
-    deadline = time.monotonic() + 120
-    while not (marks.exists() and marks.read_text().count("step 0 ") >= 8) and time.monotonic() < deadline:
-        time.sleep(0.25)
-    lost = status_of(tmp_path, job_id)["components"][0]["nodes"][1]
-    subprocess.run([str(CLUSTER / "node"), "kill", lost], check=True)
-    try:
-        res = run_cli("wait", job_id, env=state(tmp_path), timeout=600)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", lost], check=True)
+    res, _ = rank1_node_faulted(tmp_path, job_id, "kill", tmp_path / "marks-1", "step 0 8 ")
     status = status_of(tmp_path, job_id)
     shown = [(a["state"], a["cause"]) for a in status["attempts"]]
     assert res.returncode == 0 and shown == [("NODE_FAIL", "node_fail"), ("TIMEOUT", "timeout"), ("COMPLETED", "")]
@@ -241,16 +248,7 @@ def test_a_frozen_node_is_a_node_fail_left_out_of_the_next_attempt(tmp_path: Pat
     command = "python3 -m ti_slurm.admin.rehearse exit --rank 9 --steps 20"  # both ranks step 20 s and end well
     lines = [f"partition: {island.name}", "restart: {max: 1}"]  # type: ignore[attr-defined]
     job_id, _ = submit(tmp_path, command, *lines, wait=False)
-    log = tmp_path / "out" / job_id / "logs" / "ddp-1.log"
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "step 3 " in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.25)
-    frozen = status_of(tmp_path, job_id)["components"][0]["nodes"][1]
-    subprocess.run([str(CLUSTER / "node"), "freeze", frozen], check=True)
-    try:
-        res = run_cli("wait", job_id, env=state(tmp_path), timeout=300)
-    finally:
-        subprocess.run([str(CLUSTER / "node"), "revive", frozen], check=True)
+    res, frozen = rank1_node_faulted(tmp_path, job_id, "freeze", tmp_path / "out" / job_id / "logs" / "ddp-1.log")
     first, second = status_of(tmp_path, job_id)["attempts"]
     assert res.returncode == 0 and (first["cause"], first["lost_nodes"]) == ("node_fail", [frozen]), first
     assert frozen not in second["nodes"] and second["state"] == "COMPLETED"

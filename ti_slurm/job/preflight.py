@@ -252,30 +252,36 @@ def import_hint(last: str, install: str) -> str:
     return f"install {install}"
 
 
-def known_good(python: str, module: str, stage_dir: str) -> str | None:
+LOCATE = """
+import importlib.util, os, sys
+spec = importlib.util.find_spec(sys.argv[1])
+origin = spec.origin if spec is not None and spec.origin else ""
+print(os.path.realpath(sys.executable), origin, os.stat(origin).st_mtime_ns if origin else 0, sep="\\0")
+"""  # where a Python finds a package, without importing it (tens of milliseconds)
+
+
+def known_good(python: str, module: str, stage_dir: str, env: Mapping[str, str]) -> str | None:
     """The marker of a good import of ``module`` by ``python`` on this node, in this user's private folder
-    (:func:`ti_slurm.core.paths.stage_root`), named by the interpreter and the package's file and its time: a
-    package installed or changed since has another. None where it cannot be told: ``python`` is not this
-    process's interpreter (whose path finds the package), or no private folder is had."""
+    (:func:`ti_slurm.core.paths.stage_root`), named by the interpreter (a pyenv shim's own Python) and the
+    package's file and its time: a package installed or changed since has another. None where it cannot be
+    told (the import is then tried)."""
     import hashlib
-    import importlib.util
-    import sys
+    import subprocess
 
     from ti_slurm.core.files import private_dir
     from ti_slurm.core.paths import stage_root
 
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
-        return None
     try:
-        spec = importlib.util.find_spec(module)
-        origin = spec.origin if spec is not None and spec.origin else ""
-        changed = os.stat(origin).st_mtime_ns if origin else 0
-    except (ImportError, ValueError, OSError):
+        res = subprocess.run([python, "-c", LOCATE, module], env=dict(env), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = res.stdout.strip().split("\0")
+    if res.returncode != 0 or len(found) != 3 or not found[1]:
         return None
     folder = os.path.join(stage_root(stage_dir), "imports")
-    if not origin or private_dir(stage_root(stage_dir)) or private_dir(folder):
+    if private_dir(stage_root(stage_dir)) or private_dir(folder):
         return None
-    key = hashlib.sha256(f"{os.path.realpath(python)}\0{module}\0{origin}\0{changed}".encode()).hexdigest()
+    key = hashlib.sha256("\0".join([*found, module]).encode()).hexdigest()
     return os.path.join(folder, key[:32])
 
 
@@ -291,7 +297,7 @@ def framework_imports(plan: JobPlan, component: int, contract: NodeContract, env
     python = command_python(plan.command_of(component), env.get("PATH"))
     if python is None:
         return None
-    marker = known_good(python, module, plan.stage_dir)
+    marker = known_good(python, module, plan.stage_dir, env)
     if marker is not None and os.path.exists(marker):
         return None  # imported here before, the package unchanged since
     try:
