@@ -94,7 +94,7 @@ class ProgressWatch:
             if self.stepped_at:
                 self.intervals = [*self.intervals[-255:], now - self.stepped_at]
             else:  # this attempt's first step: where it resumed, and when (goodput: core/goodput.py)
-                self.first(step, now)
+                self.first(step, self.seen or now)  # when it was written
             self.step, self.stepped_at = step, now
         if len(self.intervals) < PROGRESS_LEARN:
             return ""
