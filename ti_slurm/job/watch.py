@@ -205,8 +205,11 @@ class NodeWatch:
         self.judges_progress = run.plan.watchdog_progress  # a stall is a hang (else steps are only noted)
         self.node = run.contract.node
         self.touched = 0.0
-        self.stacks_request, self.stacks_seen = paths.stacks_request, mtime(paths.stacks_request)
-        self.logs = [paths.node_log(c.name, i) for c in run.plan.components for i in range(c.nodes)]  # every node's
+        self.paths, self.components = paths, run.plan.components
+        # only a job with a watchdog is ever asked for its stacks (a node hung): none other looks at the request
+        watched = run.plan.watchdog_silence or run.plan.watchdog_progress
+        self.stacks_request = paths.stacks_request
+        self.stacks_seen = mtime(self.stacks_request) if watched else -1.0
         self.error = ""  # why the command was stopped, once it was
         self.usage = usage_sampler(run, paths.node_usage(name, run.contract.index))
         host = os.environ.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"  # where srun, and so the supervisor, runs
@@ -269,7 +272,7 @@ class NodeWatch:
         print(f"ti-slurm: node {self.node}: {self.error}; {STACKS_MARK}", file=sys.stderr)
         sys.stderr.flush()
         dump_stacks(pgid)
-        wait_for_stacks(self.logs)
+        wait_for_stacks([self.paths.node_log(c.name, i) for c in self.components for i in range(c.nodes)])
         return HUNG_EXIT
 
     def answer_stacks_request(self, pgid: int) -> None:
@@ -321,13 +324,32 @@ def wait_for_stacks(logs: list[str], most: float = STACKS_WAIT) -> None:
     while waiting and time.monotonic() < deadline:
         waiting = [log for log in waiting if STACKS_MARK not in log_end(log)]
         time.sleep(0.25)
-    last: list[float] = []
-    while time.monotonic() < deadline:  # a dump being written: until the logs stop growing
-        sizes = [mtime(log) for log in logs]
-        if sizes == last:
+    settled(logs, max(0.5, deadline - time.monotonic()))  # a dump being written: until the logs stop growing
+
+
+LOG_SETTLE = 2.0  # seconds a log may still grow after its command ended (slurmstepd writes it on)
+
+
+def settled(paths: list[str], most: float = LOG_SETTLE) -> None:
+    """Wait until the logs stop growing (at most ``most`` seconds): a command's last words reach its log through
+    slurmstepd, which may write them after the node's exit record is there."""
+
+    def sizes() -> list[int]:
+        found = []
+        for path in paths:
+            try:
+                found.append(os.stat(path).st_size)
+            except OSError:
+                found.append(-1)
+        return found
+
+    deadline, last = time.monotonic() + most, sizes()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = sizes()
+        if now == last:
             return
-        last = sizes
-        time.sleep(0.5)
+        last = now
 
 
 def dump_stacks(pgid: int) -> None:

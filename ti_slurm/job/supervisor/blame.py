@@ -8,6 +8,7 @@ import os
 
 from ti_slurm.core.causes import Evidence, classify, compiled, root_of
 from ti_slurm.core.paths import JobPaths, node_label
+from ti_slurm.job.watch import settled
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on the job path
 if TYPE_CHECKING:
@@ -20,32 +21,6 @@ if TYPE_CHECKING:
 KILLED = 128  # an exit code above: the command was killed by a signal (srun's kill of a failed job's other tasks)
 TAIL_BYTES = 64 * 1024  # a failure's evidence is in the last lines of a log
 COUNT_LINES_UP_TO = 256 << 20  # a longer log's evidence line is numbered from its end (counting would take long)
-
-
-LOG_SETTLE = 2.0  # seconds a failed node's log may still grow after its exit record (slurmstepd writes it on)
-
-
-def settled(paths: Sequence[str], most: float = LOG_SETTLE) -> None:
-    """Wait until the logs stop growing (at most ``most`` seconds): a command's last words reach its log through
-    slurmstepd, which may write them after the node's exit record is there."""
-    import time
-
-    def sizes() -> list[int]:
-        found = []
-        for path in paths:
-            try:
-                found.append(os.stat(path).st_size)
-            except OSError:
-                found.append(-1)
-        return found
-
-    deadline, last = time.monotonic() + most, sizes()
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
-        now = sizes()
-        if now == last:
-            return
-        last = now
 
 
 def log_tail(path: str) -> tuple[list[str], int]:

@@ -20,9 +20,9 @@ from ti_slurm.job.supervisor.stacks import gather_stacks
 from ti_slurm.job.tensorboard import TensorBoardWatch
 
 
-def node_label(names: NodeNames, launch: Launch, i: int) -> str:
+def node_label(name: str | None, component: str, i: int) -> str:
     """A node as the supervisor's log names it: its name and its place (``node02 (ddp 1)``)."""
-    return f"{names.of(launch, i)} ({launch.component} {i})"
+    return f"{name} ({component} {i})"
 
 
 class AttemptWatch:
@@ -43,7 +43,11 @@ class AttemptWatch:
         started = time.time()
         self.pace: StepPace | None = None
         if plan.watchdog_straggler:
-            files = {node_label(names, x, i): paths.progress(x.component, i) for x in launches for i in x.nodes}
+            files = {
+                node_label(names.of(x, i), x.component, i): paths.progress(x.component, i)
+                for x in launches
+                for i in x.nodes
+            }
             self.pace = StepPace(files, plan.watchdog_straggler, started)
         self.tensorboard: TensorBoardWatch | None = None
         if plan.watchdog_progress:
@@ -85,10 +89,10 @@ class AttemptWatch:
         logs, running = {}, []
         for launch in self.launches:
             for i in launch.nodes:
-                label = node_label(self.names, launch, i)
+                label = node_label(self.names.of(launch, i), launch.component, i)
                 logs[label] = self.paths.node_log(launch.component, i)
                 if (launch.component, i) not in records:
                     running.append(label)
-        first_label = f"{first.node} ({first.component} {first.index})" if first is not None else ""
+        first_label = node_label(first.node, first.component, first.index) if first is not None else ""
         for line in gather_stacks(self.paths.stacks_request, self.attempt, logs, running, first_label):
             self.say(line)
