@@ -87,6 +87,22 @@ def test_a_cancelled_job_records_cancelled_in_the_order_its_launcher_needs(tmp_p
     assert kinds == (["start", "end", "step-exit"] if record_first else ["start", "step-exit", "end"])
 
 
+def test_a_step_killed_while_its_node_starts_is_a_cancel_when_the_supervisors_signal_follows(tmp_path: Path) -> None:
+    """scancel signals the steps and the batch script in no set order: a step that ends (srun's exit 1) before its
+    node recorded anything is the cancel's first sign, not a failure, once the supervisor's SIGTERM comes."""
+    import threading
+
+    class KilledStarting(FakeLauncher):
+        def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+            return [Launch(component, plan.components[component].name, nodes, cast(Any, FakeProcess(1)))]
+
+    plan = job_plan("ddp", ("ddp", 1))
+    supervisor = Supervisor(plan, str(tmp_path), KilledStarting(plan, tmp_path, {}), say=lambda text: None)
+    threading.Timer(0.5, lambda: setattr(supervisor, "_cancel_signal", 15)).start()
+    outcome = supervisor.run()
+    assert outcome.state is JobState.CANCELLED and outcome.reason == "received signal SIGTERM"
+
+
 def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: Path) -> None:
     """Out of disk at the first event: nothing keeps running behind a broken supervisor."""
     plan = job_plan("mpi", ("mpi", 2))

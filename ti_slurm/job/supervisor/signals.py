@@ -96,10 +96,12 @@ class HearsSignals:
         return attempts.slurm_requeue(job, lost)
 
     def cancelled_meanwhile(self, outcome: Outcome) -> Outcome:
-        """A node killed by a signal may be the first sign of a cancel: ``scancel`` signals every step
-        and the batch script at once, in no set order. Give the supervisor's own signal a moment."""
+        """A node killed by a signal, or a step that ended with no node's record (srun's own exit: killed while
+        its node was still starting), may be the first sign of a cancel: ``scancel`` signals every step and the
+        batch script at once, in no set order. Give the supervisor's own signal a moment."""
         code = outcome.failed.get("exit_code")
-        if outcome.state is not JobState.FAILED or (isinstance(code, int) and code <= 128):
+        recorded = outcome.failed.get("index") is not None
+        if outcome.state is not JobState.FAILED or (recorded and isinstance(code, int) and code <= 128):
             return outcome
         deadline = time.monotonic() + CANCEL_SETTLE
         while self._cancel_signal is None and time.monotonic() < deadline:
