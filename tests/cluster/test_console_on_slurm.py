@@ -99,8 +99,12 @@ def test_the_console_through_ssh(tmp_path: Path, page: Page, sshd: Sshd) -> None
     res = run_cli("submit", "job.yaml", "--host", "login", "--ssh-config", str(config), cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip()
+    logins = sshd.dir / "sshd.log"
+    before = logins.read_text().count("Accepted ")
     with console_process(tmp_path, env, "--host", "login", "--ssh-config", str(config)) as url:
         follow_in_the_console(page, url, job, tmp_path)
+        # the list, the page, its log and charts, and the cancel: a request a second or more, for a minute
+        assert logins.read_text().count("Accepted ") - before == 1, "one SSH session for the console's life"
     assert slurm_state(job) == "CANCELLED"
 
 

@@ -8,7 +8,12 @@ Screenshots of each page go to $TI_SLURM_ARTIFACTS (default: the test's own fold
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -222,6 +227,52 @@ def test_the_trainings_scalars_are_charted_as_the_job_writes_them(
     assert len((chart.get_attribute("points") or "").split()) == 12
     expect(page.locator("#scalars-none")).to_be_hidden()
     shot(page, "scalars", folder)
+
+
+def test_two_tabs_and_overlapping_refreshes_leave_the_chart_with_exactly_the_points_written(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """Two tabs on one job, and four clients asking for its page's data without pause while it writes 40 points:
+    every answer and both tabs' charts hold each point once (the job's state on the server is one, locked)."""
+    pytest.importorskip("torch.utils.tensorboard")
+    url, env, folder = console
+    (folder / "scalars.py").write_text(SCALARS)
+    command = f"python3 {folder / 'scalars.py'} 0.5 40 0.1"  # 40 points, ten a second
+    job = submit(folder, env, f"name: two-tabs\nmode: ddp\nnodes: 1\ncommand: {command}\n")
+    page.goto(url)
+    base = url.split("?")[0]
+    second = page.context.new_page()
+    for tab in (page, second):
+        tab.goto(base + f"job/{job}")
+    cookie = "; ".join(f"{c['name']}={c['value']}" for c in page.context.cookies())
+    stop, answers = threading.Event(), []
+
+    def ask() -> None:
+        while not stop.is_set():
+            request = urllib.request.Request(base + f"api/job/{job}", headers={"Cookie": cookie})
+            with contextlib.suppress(OSError):
+                answers.append(json.loads(urllib.request.urlopen(request, timeout=60).read()))
+
+    askers = [threading.Thread(target=ask) for _ in range(4)]
+    for asker in askers:
+        asker.start()
+    try:
+        expect(page.locator("#state")).to_have_text("COMPLETED", timeout=120000)
+        time.sleep(1)  # a last round after the job's end
+    finally:
+        stop.set()
+        for asker in askers:
+            asker.join()
+    last = answers[-1]["scalars"]["train/loss"]
+    assert [step for step, _ in last] == list(range(40)), last
+    for answer in answers:  # each answer: the points so far, each once
+        steps = [step for step, _ in answer["scalars"].get("train/loss", [])]
+        assert steps == list(range(len(steps))), steps
+    for tab in (page, second):
+        expect(tab.locator("#scalars figcaption")).to_have_text("train/loss (last: 0.1250 at step 39)", timeout=10000)
+        points = tab.locator('#scalars svg[data-tag="train/loss"] polyline').get_attribute("points") or ""
+        assert len(points.split()) == 40
+    shot(second, "two-tabs", folder)
 
 
 def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str, str], Path], page: Page) -> None:

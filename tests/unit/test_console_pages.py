@@ -78,16 +78,16 @@ def test_a_multi_byte_log_followed_in_chunks_has_no_replacement_character(tmp_pa
     log = tmp_path / "ddp-0.log"
     log.write_text(text[:3000])
     job = LogJob(log)
-    start = pages.log_chunk(job, "ddp-0", -1)
+    start = pages.log_chunk(job, None, "ddp-0", -1)
     shown = start["text"]
     with log.open("a") as fh:
         fh.write(text[3000:])
     offset = start["offset"]
     while True:
-        chunk = pages.log_chunk(job, "ddp-0", offset)
+        chunk = pages.log_chunk(job, None, "ddp-0", offset)
         if chunk["offset"] == offset:
             break
         shown, offset = shown + chunk["text"], chunk["offset"]
     assert "\ufffd" not in shown and start["cut"]
     assert text.endswith(shown) and len(shown) > len(text) - 3000  # all that was appended, whole
-    assert pages.log_chunk(job, "ddp-0", 1 << 62)["text"] == ""  # an offset past the end: nothing
+    assert pages.log_chunk(job, None, "ddp-0", 1 << 62)["text"] == ""  # an offset past the end: nothing

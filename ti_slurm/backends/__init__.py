@@ -30,15 +30,19 @@ def get_backend(name: str, host: str = "", accept_new_host_key: bool = False, ss
 
         return SlurmBackend()
     if name == "ssh":
-        return ssh_backend(host, accept_new_host_key, ssh_config)
+        from ti_slurm.backends.kept import kept_backend
+
+        return kept_backend(("ssh", host, accept_new_host_key, ssh_config),
+                            lambda: ssh_backend(host, accept_new_host_key, ssh_config))  # fmt: skip
     if name == "pyslurm":
         from ti_slurm.backends.pyslurm import PyslurmBackend
 
         return PyslurmBackend()
     if name == "rest":
+        from ti_slurm.backends.kept import kept_backend
         from ti_slurm.backends.rest import RestBackend
 
-        return RestBackend()
+        return kept_backend(("rest",), RestBackend)
     raise ConfigError("backend", name, f"expected one of: {', '.join(BACKENDS)}")
 
 

@@ -24,11 +24,18 @@ def cluster_environment(cluster: Cluster, environ: Mapping[str, str]) -> dict[st
 
 
 def open_cluster(cluster: Cluster, accept_new_host_key: bool = False, ssh_config: str | None = None) -> Backend:
-    """The backend that reaches ``cluster``."""
+    """The backend that reaches ``cluster`` (one for the console's life: :mod:`ti_slurm.backends.kept`)."""
+    from ti_slurm.backends.kept import kept_backend
+
+    key = ("cluster", cluster.model_dump_json(), accept_new_host_key, ssh_config)
+    return kept_backend(key, lambda: reach_cluster(cluster, accept_new_host_key, ssh_config))
+
+
+def reach_cluster(cluster: Cluster, accept_new_host_key: bool, ssh_config: str | None) -> Backend:
     if cluster.rest_url:
         from ti_slurm.backends.rest import RestBackend
 
-        return RestBackend(cluster.rest_url, cluster.rest_token or None)
+        return RestBackend(cluster.rest_url, cluster.rest_token or None, ca_file=cluster.rest_ca_file or None)
     from ti_slurm.backends.slurm import SlurmBackend
     from ti_slurm.transports import LocalTransport, run_local
 

@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -199,7 +200,7 @@ class UnixConnection(http.client.HTTPConnection):
 class RestClient:
     """Requests to one slurmrestd, with the user's token; answers as JSON, failures as one line."""
 
-    def __init__(self, url: str, tokens: Tokens, user: str) -> None:
+    def __init__(self, url: str, tokens: Tokens, user: str, ca_file: str = "") -> None:
         if not url:
             raise ConfigError(
                 "rest_url",
@@ -212,12 +213,32 @@ class RestClient:
         if parts.scheme not in ("http", "https", "unix"):
             raise ConfigError("rest_url", url, "expected http://host:port, https://host:port or unix:/path")
         self.parts = parts
+        self.ca_file = ca_file  # the CA bundle that signs an https slurmrestd (else the system's, or SSL_CERT_FILE)
+        self.proxy = "" if parts.scheme == "unix" else proxy_for(parts.scheme, parts.hostname or "")
+        self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections, each free for a request
+        self._idle_lock = threading.Lock()
 
     def connection(self) -> http.client.HTTPConnection:
+        """A new connection: to the Unix socket, to slurmrestd, or (``HTTPS_PROXY``/``HTTP_PROXY``, unless
+        ``NO_PROXY`` names it) to the proxy, tunnelled through it to slurmrestd (CONNECT)."""
         if self.parts.scheme == "unix":
             return UnixConnection(self.parts.path, TIMEOUT)
-        cls = http.client.HTTPSConnection if self.parts.scheme == "https" else http.client.HTTPConnection
-        return cls(self.parts.netloc, timeout=TIMEOUT)
+        where = urlsplit(self.proxy).netloc if self.proxy else self.parts.netloc
+        conn: http.client.HTTPConnection
+        if self.parts.scheme == "https":
+            import ssl
+
+            try:
+                context = ssl.create_default_context(cafile=os.path.expanduser(self.ca_file) if self.ca_file else None)
+            except (OSError, ssl.SSLError) as exc:
+                why = f"cannot read the CA bundle: {getattr(exc, 'strerror', None) or exc}"
+                raise ConfigError("rest_ca_file", self.ca_file, why) from None
+            conn = http.client.HTTPSConnection(where, timeout=TIMEOUT, context=context)
+        else:
+            conn = http.client.HTTPConnection(where, timeout=TIMEOUT)
+        if self.proxy:
+            conn.set_tunnel(self.parts.hostname or "", self.parts.port or (443 if self.parts.scheme == "https" else 80))
+        return conn
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, auth: bool = True) -> Any:
         """The JSON answer of one request (renewing a refused token once when it can be renewed)."""
@@ -250,6 +271,8 @@ class RestClient:
         return payload
 
     def send(self, method: str, path: str, body: Mapping[str, Any] | None, auth: bool) -> tuple[int, Any]:
+        """One request's status and JSON, a GET on a kept-alive connection when one is idle (a connection the
+        server closed while idle is no answer: the GET goes again on a new one)."""
         headers = {"Accept": "application/json"}
         if auth:
             headers.update({"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.tokens.current()})
@@ -257,16 +280,53 @@ class RestClient:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        conn = self.connection()
+        target = self.parts.path + path if self.parts.scheme != "unix" else path
+        while True:
+            # a submit or a cancel goes on a new connection: one the server dropped after doing it is never sent twice
+            conn, reused = self.take() if method == "GET" else (self.connection(), False)
+            try:
+                return self.exchange(conn, method, target, data, headers, path)
+            except StaleConnection:
+                if not reused:
+                    return DROPPED, {}
+
+    def take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle kept-alive connection (and True), else a new one."""
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self.connection(), False
+
+    def give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._idle_lock:
+            if len(self._idle) < IDLE_AT_MOST:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the kept-alive connections."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def exchange(
+        self, conn: http.client.HTTPConnection, method: str, target: str, data: bytes | None,
+        headers: dict[str, str], path: str,
+    ) -> tuple[int, Any]:  # fmt: skip
         late: Deadline | None = None
+        kept = False
         try:
-            conn.connect()
+            if conn.sock is None:
+                conn.connect()
             late = Deadline(conn.sock, ANSWER_WITHIN)  # a server that drips its answer is cut off, however it drips
-            conn.request(method, self.parts.path + path if self.parts.scheme != "unix" else path, data, headers)
+            conn.request(method, target, data, headers)
             answer = conn.getresponse()
             raw = read_capped(answer, ANSWER_BYTES_AT_MOST)
             if late.passed:  # cut off: what was read is not the whole answer
                 raise OSError("cut off")
+            kept = not answer.will_close
         except AnswerTooLarge:
             raise BackendError(
                 f"slurmrestd at {self.url} answered {method} {path} with more than"
@@ -275,18 +335,46 @@ class RestClient:
         except (OSError, http.client.HTTPException) as exc:
             if late is not None and late.passed:
                 raise BackendError(f"slurmrestd at {self.url} did not answer within {ANSWER_WITHIN:g} s") from None
-            if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError):
-                return DROPPED, {}
+            if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError):
+                raise StaleConnection from None
             said = without_tokens(str(exc), self.tokens.token)
             raise BackendError(f"slurmrestd at {self.url} does not answer: {said}") from None
         finally:
             if late is not None:
                 late.cancel()
-            conn.close()
+            if kept:
+                self.give_back(conn)
+            else:
+                conn.close()
         try:
             return answer.status, json.loads(raw) if raw.strip() else {}
         except ValueError:
             return answer.status, {"errors": [{"description": raw[:200].decode(errors="replace").strip()}]}
+
+
+def proxy_for(scheme: str, host: str) -> str:
+    """The proxy a request to ``host`` goes through: the environment's (``https_proxy``, ``http_proxy``,
+    ``all_proxy``, as curl reads them), none when ``no_proxy`` names the host or the host is this machine's
+    loopback (no proxy reaches it)."""
+    import ipaddress
+    import urllib.request
+
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all", "")
+    if not proxy or host == "localhost" or urllib.request.proxy_bypass(host):
+        return ""
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return ""
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+class StaleConnection(Exception):
+    """The connection closed with no answer: the server's idle timeout on a kept one, else (a new one) the
+    server's refusal of the request (Slurm 22.05 drops the connection of a refused token)."""
+
+
+IDLE_AT_MOST = 4  # kept-alive connections to one slurmrestd (the console's threads each hold one at a time)
 
 
 ANSWER_WITHIN = 60.0  # seconds a whole request may take (each read: TIMEOUT)
@@ -315,8 +403,6 @@ class Deadline:
     """Shut a connection's socket once ``seconds`` have passed: every read then ends at once."""
 
     def __init__(self, sock: socket.socket, seconds: float) -> None:
-        import threading
-
         self.sock, self.passed = sock, False
         self.timer = threading.Timer(seconds, self.cut)
         self.timer.daemon = True
@@ -378,7 +464,10 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
     name = "rest"
     queues_jobs = job_arrays = finds_jobs_by_id = knows_free_nodes = True
 
-    def __init__(self, url: str | None = None, token_source: str | None = None, user: str | None = None) -> None:
+    def __init__(
+        self, url: str | None = None, token_source: str | None = None, user: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:  # fmt: skip
         import getpass
 
         from ti_slurm.core.site import load_site_config
@@ -387,10 +476,15 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         site, own = load_site_config(), read_user_config().rest  # the user's [rest] table over the site's keys
         url = url if url is not None else own.url or site.rest_url
         token_source = token_source if token_source is not None else own.token or site.rest_token
-        self.client = RestClient(url, Tokens(token_source), user or getpass.getuser())
+        ca_file = ca_file if ca_file is not None else own.ca_file or site.rest_ca_file
+        self.client = RestClient(url, Tokens(token_source), user or getpass.getuser(), ca_file)
         self.transport = LocalTransport()  # the job's files: on the shared filesystem, as for the Slurm backend
         self.queue_key = self.client.url  # two servers' queues never share an answer
         self._version = ""
+
+    def close(self) -> None:
+        """Close the kept-alive connections to slurmrestd (a kept backend's, when the console stops)."""
+        self.client.close()
 
     # -- the API's version ----------------------------------------------------------------------------------
     def version(self) -> str:

@@ -84,6 +84,10 @@ class SSHBackend(SlurmBackend):
         ``python`` is the job's Python, whose ti-slurm it checks."""
         return self.session.start(self.submit_argv(python))
 
+    def close(self) -> None:
+        """End the SSH session (a kept backend's, when the console stops)."""
+        self.session.close()
+
     def upload(self, local: str, remote: str) -> int:
         from ti_slurm.transports.sync import sync_tree
 

@@ -60,6 +60,7 @@ class SiteConfig:
     backend: str = "slurm"  # slurm | pyslurm | rest: the default of submit --backend
     rest_url: str = ""  # slurmrestd: http://host:6820, https://..., unix:/path (the rest backend)
     rest_token: str = "auto"  # where the rest backend's tokens come from: auto | env | file:PATH | command:ARGV
+    rest_ca_file: str = ""  # the CA bundle that signs an https slurmrestd's certificate (else the system's)
     # Slurm 25.11's expedited requeue (slurm.conf: SlurmctldParameters=enable_expedited_requeue): requeueable
     # jobs ask for --requeue=expedite, so a requeued one may start again at once, first in the queue
     expedited_requeue: bool = False
@@ -113,6 +114,8 @@ KEY_DOCS = {  # each key of SiteConfig: what it does (docs/reference/site-config
     "rest_token": "where the rest backend's JWTs come from: `auto` (`SLURM_JWT`, else `scontrol token`), `env`,"
     " `file:PATH` (re-read when it expires) or `command:ARGV` (run again before it expires,"
     " e.g. `command:ssh login scontrol token lifespan=3600`)",
+    "rest_ca_file": "the CA bundle (PEM) that signs an `https://` slurmrestd's certificate (default: the system's,"
+    " or `SSL_CERT_FILE`); the rest backend goes through `https_proxy` unless `no_proxy` names the host",
     "expedited_requeue": "true: jobs with restarts ask for `--requeue=expedite` (Slurm 25.11 with"
     " `SlurmctldParameters=enable_expedited_requeue`)",
     "notify": "false: jobs post no notifications (compute nodes with no way out)",
@@ -186,6 +189,7 @@ def parse_site_config(data: dict[str, object], where: str = "site config") -> Si
         backend=get.choice("backend", SITE_BACKENDS),
         rest_url=get.rest_url("rest_url"),
         rest_token=get.token_source("rest_token"),
+        rest_ca_file=get.path("rest_ca_file", None) or "",
         expedited_requeue=get.boolean("expedited_requeue", False),
         notify=get.boolean("notify", True),
         notify_proxy=get.url("notify_proxy"),

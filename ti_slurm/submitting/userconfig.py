@@ -56,6 +56,7 @@ class RestTable(StrictModel):
 
     url: str = _text("slurmrestd's URL (https://, http:// or unix:/path)", "https://slurm.example.org:6820")
     token: str = _text("where the token comes from: auto, env, file:PATH or command:ARGV", "file:~/.slurm-jwt")
+    ca_file: str = _text("the CA bundle (PEM) that signs an https slurmrestd's certificate", "/etc/ssl/site-ca.pem")
 
 
 class Cluster(StrictModel):
@@ -68,6 +69,7 @@ class Cluster(StrictModel):
     host: str = _text("its login node: the Slurm commands over SSH", "gpu-login")
     rest_url: str = _text("its slurmrestd", "https://gpu.example.org:6820")
     rest_token: str = _text("the slurmrestd token's source (as [rest] token)", "env")
+    rest_ca_file: str = _text("the CA bundle that signs its slurmrestd's certificate (as [rest] ca_file)")
     slurm_cluster: str = _text("a cluster of the Slurm multi-cluster setup (--clusters)", "gpu2")
     partition: str = _text("the partition of a spec that names none", "a100")
     account: str = _text("the account of a spec that names none")

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -178,6 +179,7 @@ class SSHSession:
         self._early: dict[int, bytes] = {}  # output read ahead by read_until, per channel
         self._client: Any = None
         self._jump: SSHSession | None = None
+        self._connecting = threading.Lock()  # a console's threads share the session: one connects
 
     # -- connection ------------------------------------------------------------
     def connect(self) -> None:
@@ -206,6 +208,17 @@ class SSHSession:
             raise connect_refusal(self.target, exc, client.get_transport()) from None
         self._client = client
 
+    def connected(self) -> Any:
+        """The connection's transport: connected once, whichever thread asks first; again when it dropped (a
+        console's session lives for hours: a login node's restart or a network blip must not end it)."""
+        with self._connecting:
+            transport = self._client.get_transport() if self._client is not None else None
+            if transport is None or not transport.is_active():
+                self.close()
+                self.connect()
+                transport = self._client.get_transport()
+            return transport
+
     def _jump_channel(self) -> paramiko.Channel | None:
         """With ``ProxyJump``: a channel to the target through a session to the jump host (itself maybe
         through another); a chain that comes back to a host on it is one line."""
@@ -232,8 +245,7 @@ class SSHSession:
             self._jump.close()
 
     def __enter__(self) -> SSHSession:
-        if self._client is None:
-            self.connect()
+        self.connected()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -246,11 +258,10 @@ class SSHSession:
 
     def start(self, argv: Sequence[str]) -> Any:
         """Start ``argv`` on the remote host (one round trip); its input follows in :meth:`finish`."""
-        if self._client is None:
-            self.connect()
+        transport = self.connected()
         self.round_trips += 1
         try:
-            channel = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            channel = transport.open_session(timeout=CONNECT_TIMEOUT)
             channel.exec_command(" ".join(shlex.quote(a) for a in argv))
         except (OSError, EOFError) as exc:
             raise BackendError(f"connection to {self.target} dropped: {exc}") from None

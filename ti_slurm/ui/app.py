@@ -7,6 +7,7 @@ scripts: the scripts (``static/console.js``) fetch JSON and set text, never HTML
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,7 @@ from ti_slurm.ui import pages
 from ti_slurm.ui.guard import Doorman, Guard
 
 HERE = Path(__file__).parent
-READERS_AT_MOST = 256  # jobs whose scalar files the console follows at once (a sweep's points among them)
-FOLLOWED_AT_MOST = 256  # jobs the console follows at once
+FOLLOWED_AT_MOST = 256  # jobs the console follows at once (a sweep's points among them)
 ENDED_AT_MOST = 4096  # sweep points whose end the console remembers
 LOG_OFFSET_MOST = 1 << 62  # a log offset beyond any file (a larger one from a request is this)
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
@@ -68,35 +68,65 @@ def kept(held: dict[str, Any], key: str, make: Callable[[], Any], most: int) -> 
     return value
 
 
+class JobView:
+    """One job as the console follows it: its handle, its follower (its status, for every view of the job: the
+    page, the log, the charts) and its scalars' reader, behind one lock. Two tabs, or a refresh that overlaps
+    the last, ask at once: each reads on from where the other's look ended, never the same points twice."""
+
+    def __init__(self, job: Any) -> None:
+        self.job, self.lock = job, threading.Lock()
+        # a page refreshed every 2 s asks the controller as `submit --wait` does (its record first; the queue on
+        # a backoff, an answer up to a minute old shared by every page and the list), not at every refresh
+        self.follower = job.follower(FOLLOW_MAX)
+        self.reader: Any = None  # its ScalarReader, made at the first look (it reads the job's plan)
+
+    def status(self) -> Any:
+        with self.lock:
+            return self.follower.status()
+
+    def scalars(self) -> dict[str, list[tuple[int, float]]]:
+        """The job's training scalars so far (tag -> [(step, value)]), read on from where the last look ended."""
+        with self.lock:
+            if self.reader is None:
+                self.reader = job_scalars(self.job.backend, self.job.job_dir)
+            return {tag: list(points) for tag, points in self.reader.look().items()}
+
+    def asked_anew(self) -> None:
+        """The next status asks the controller at once (after a cancel from the page)."""
+        with self.lock:
+            self.follower = self.job.follower(FOLLOW_MAX)
+
+
 class Console:
-    """The views of one console: the login it reads through (``host``: over SSH) and its guard."""
+    """The views of one console: the login it reads through (``host``: over SSH), its guard, and the jobs it
+    follows (:class:`JobView`, the newest FOLLOWED_AT_MOST). Its backends are opened once for its life
+    (:func:`~ti_slurm.backends.kept.keep_backends`, entered by :func:`serve`)."""
 
     def __init__(self, guard: Guard, host: str | None = None, ssh: dict[str, Any] | None = None) -> None:
         self.guard, self.host, self.ssh = guard, host, ssh or {}
-        self.readers: dict[str, Any] = {}  # job id -> its ScalarReader: each look reads what the files gained
-        # job id -> its Follower: a page refreshed every 2 s asks the controller as `submit --wait` does (its
-        # record first; the queue on a backoff), not at every refresh
-        self.followers: dict[str, Any] = {}
+        self.lock = threading.Lock()  # over the dicts below (each view has its own lock for its job)
+        self.views: dict[str, JobView] = {}
         # a sweep point that ended: its final status and its scalars' last values (it changes no more: its
         # page reads its record and files no more, which over SSH is a round trip each per refresh)
         self.ended: dict[str, tuple[Any, dict[str, float]]] = {}
 
-    def status(self, job: Any) -> Any:
-        """The job's status through its follower (kept while its page is open, the newest FOLLOWED_AT_MOST)."""
-        # a page's job is asked about as the list's are: an answer up to a minute old, shared by every page
-        # (a job's record says when it runs and ends; a job submitted since is asked about at once)
-        follower = kept(self.followers, job.id, lambda: job.follower(FOLLOW_MAX), FOLLOWED_AT_MOST)
-        return follower.status()
+    def view(self, job_id: str, handle: Any = None) -> JobView:
+        """The view of job ``job_id`` (``handle``: its Job, when the caller has it), made at its first request:
+        an id that is no id, or no job of this user's, raises here (the error page, nothing else)."""
+        with self.lock:
+            found = self.views.get(job_id)
+        if found is None:
+            from ti_slurm.client import get_job
 
-    def scalars(self, job: Any) -> Any:
-        """The job's training scalars so far (tag -> [(step, value)]), read on from where the last look ended."""
-        reader = kept(self.readers, job.id, lambda: job_scalars(job.backend, job.job_dir), READERS_AT_MOST)
-        return reader.look()
+            made = JobView(handle or get_job(job_id, host=self.host, **self.ssh))
+            with self.lock:
+                found = self.views.setdefault(job_id, made)
+        with self.lock:
+            view: JobView = kept(self.views, job_id, lambda: found, FOLLOWED_AT_MOST)
+        return view
 
     def job(self, job_id: str) -> Any:
-        from ti_slurm.client import get_job
-
-        return get_job(job_id, host=self.host, **self.ssh)
+        return self.view(job_id).job
 
     def page(self, template: str, **values: Any) -> HTMLResponse:
         html = TEMPLATES.get_template(template).render(csrf=self.guard.csrf, host=self.host or "", **values)
@@ -127,19 +157,22 @@ class Console:
     # -- their data --------------------------------------------------------------------------------------
     def sweep_json(self, request: Request) -> Response:
         sweep = self.sweep(request.path_params["sweep_id"])
-        ended = {ref: final for ref, (final, _) in self.ended.items()}
+        with self.lock:
+            ended = {ref: final for ref, (final, _) in self.ended.items()}
         status = sweep.status(max_age=FOLLOW_MAX, ended=ended)  # the points' records first, as the list
         last: dict[int, dict[str, float]] = {}
         for k, (p, job) in enumerate(zip(status.points, sweep.jobs(), strict=True)):
-            if job.id in self.ended:  # shown again: now the most recently used
-                last[p.index] = kept(self.ended, job.id, lambda: None, ENDED_AT_MOST)[1]
+            if job.id in ended:  # shown again: now the most recently used
+                with self.lock:
+                    last[p.index] = kept(self.ended, job.id, lambda: ended[job.id], ENDED_AT_MOST)[1]  # noqa: B023
                 continue
             # the first points' scalars: read after a point's end, they are all it wrote
-            values = last_values(self.scalars(job)) if k < pages.SCALAR_POINTS else {}
+            values = last_values(self.view(job.id, job).scalars()) if k < pages.SCALAR_POINTS else {}
             last[p.index] = values
             if p.status.state.is_terminal:
                 final = (p.status, values)
-                kept(self.ended, job.id, lambda: final, ENDED_AT_MOST)  # noqa: B023 (called at once)
+                with self.lock:
+                    kept(self.ended, job.id, lambda: final, ENDED_AT_MOST)  # noqa: B023 (called at once)
         return ConsoleJSON(pages.sweep_rows(status, last))
 
     def jobs_json(self, request: Request) -> Response:
@@ -153,27 +186,28 @@ class Console:
         return ConsoleJSON(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
 
     def job_json(self, request: Request) -> Response:
-        job = self.job(request.path_params["job_id"])
-        status = self.status(job)
+        view = self.view(request.path_params["job_id"])
+        job, status = view.job, view.status()
         data = pages.job_page(job, status, job.usage(status))
         data["events"] = pages.events(job)
-        scalars = self.scalars(job)
+        scalars = view.scalars()
         data["scalars"] = {tag: scalars[tag] for tag in sorted(scalars)[: pages.SCALAR_CHARTS]}  # what is drawn
         data["scalar_tags"] = len(scalars)
         return ConsoleJSON(data)
 
     def log_json(self, request: Request) -> Response:
-        job = self.job(request.path_params["job_id"])
+        view = self.view(request.path_params["job_id"])
         q = request.query_params
         given = q.get("offset", "-1")
         offset = min(int(given), LOG_OFFSET_MOST) if given.lstrip("-").isdigit() and len(given) < 40 else -1
         attempt = int(q["attempt"]) if q.get("attempt", "").isdigit() else None
-        return ConsoleJSON(pages.log_chunk(job, q.get("node", ""), offset, attempt))
+        # the node's log file as the job's status (the follower's, shared) names it: no query of its own
+        return ConsoleJSON(pages.log_chunk(view.job, view.status(), q.get("node", ""), offset, attempt))
 
     def log_download(self, request: Request) -> Response:
-        job = self.job(request.path_params["job_id"])
-        label = request.path_params["node"]
-        path = pages.node_log(job, label)
+        view = self.view(request.path_params["job_id"])
+        job, label = view.job, request.path_params["node"]
+        path = pages.node_log(job, view.status(), label)
 
         def chunks() -> Any:
             offset = 0
@@ -189,10 +223,10 @@ class Console:
         return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers=headers)
 
     def cancel(self, request: Request) -> Response:
-        job = self.job(request.path_params["job_id"])
-        job.cancel()
-        self.followers.pop(job.id, None)  # the next refresh asks the controller at once
-        return JSONResponse({"cancel": "requested", "job": job.id})
+        view = self.view(request.path_params["job_id"])
+        view.job.cancel()
+        view.asked_anew()  # the next refresh asks the controller at once
+        return JSONResponse({"cancel": "requested", "job": view.job.id})
 
     def resubmit(self, request: Request) -> Response:
         from ti_slurm.client import resubmit
@@ -290,8 +324,11 @@ def serve(port: int, host: str | None = None, ssh: dict[str, Any] | None = None,
     print("  (the token is the key: anyone with this URL can act on your jobs; Ctrl-C stops the console)",
           file=sys.stderr, flush=True)  # fmt: skip
     more_files()
+    from ti_slurm.backends.kept import keep_backends
+
     app, protocol = make_app(guard, host, ssh), Doorman(guard).protocol()
-    uvicorn.run(app, host=bind, port=port, log_level="warning", http=protocol, timeout_keep_alive=5)
+    with keep_backends():  # one SSH session, one slurmrestd connection per cluster, for the console's life
+        uvicorn.run(app, host=bind, port=port, log_level="warning", http=protocol, timeout_keep_alive=5)
 
 
 def more_files() -> None:

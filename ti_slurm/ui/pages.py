@@ -134,9 +134,9 @@ def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
     return out
 
 
-def log_chunk(job: Any, label: str, offset: int, attempt: int | None = None) -> dict[str, Any]:
+def log_chunk(job: Any, status: Any, label: str, offset: int, attempt: int | None = None) -> dict[str, Any]:
     """A node's log from ``offset`` (``-1``: its last ``LOG_START`` bytes), and where the next read starts."""
-    path = node_log(job, label, attempt)
+    path = node_log(job, status, label, attempt)
     if not path:
         return {"text": "", "offset": max(offset, 0), "cut": False}
     if offset < 0:
@@ -173,6 +173,7 @@ def whole_characters(data: bytes) -> int:
     return n
 
 
-def node_log(job: Any, label: str, attempt: int | None = None) -> str:
-    """The log file of the node ``label`` names (its label, name or index, as ``ti-slurm logs --node``)."""
-    return next((path for _, path in job.log_files(label, None, attempt)), "")
+def node_log(job: Any, status: Any, label: str, attempt: int | None = None) -> str:
+    """The log file of the node ``label`` names (its label, name or index, as ``ti-slurm logs --node``) in the
+    job's ``status``."""
+    return next((path for _, path in job.log_files(label, status, attempt)), "")

@@ -23,6 +23,15 @@ function mib(bytes) {
   return bytes === null || bytes === undefined ? "" : `${(bytes / 1048576).toFixed(0)} MiB`;
 }
 
+// run fn every ms, counted from when its last answer came: a slow server is never asked twice at once by a page
+function every(ms, fn) {
+  const next = async () => {
+    try { await fn(); } catch (err) { /* said by fn where it matters; the next round tries again */ }
+    setTimeout(next, ms);
+  };
+  setTimeout(next, ms);
+}
+
 async function getJSON(url) {
   const res = await fetch(url, { credentials: "same-origin" });
   const data = await res.json();
@@ -222,10 +231,10 @@ function showEvents(events) {
 
 async function followLog() {
   if (!job.logNode) return;
-  const node = job.logNode;
+  const node = job.logNode, asked = job.logOffset;
   try {
     const chunk = await getJSON(`/api/job/${encodeURIComponent(job.id)}/log?node=${encodeURIComponent(node)}&offset=${job.logOffset}`);
-    if (node !== job.logNode) return;
+    if (node !== job.logNode || asked !== job.logOffset) return;  // another node picked, or another read landed first
     const log = document.getElementById("log");
     if (job.logOffset < 0) { log.textContent = ""; document.getElementById("log-cut").hidden = !chunk.cut; }
     if (chunk.text) {
@@ -284,8 +293,8 @@ function startJobPage() {
     else document.getElementById("reason").textContent = `resubmit refused: ${res.status} ${(await res.text()).slice(0, 200)}`;
   });
   refreshJob().then(followLog);
-  setInterval(refreshJob, 2 * POLL_MS);
-  setInterval(() => { if (!document.getElementById("log-search").value) followLog(); }, POLL_MS);
+  every(2 * POLL_MS, refreshJob);
+  every(POLL_MS, () => (document.getElementById("log-search").value ? null : followLog()));
 }
 
 // -- a sweep's page -------------------------------------------------------------------------------------
@@ -344,11 +353,11 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("filters").addEventListener("input", refreshList);
     document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
     refreshList();
-    setInterval(refreshList, POLL_MS);
+    every(POLL_MS, refreshList);
   } else if (document.body.dataset.page === "job") {
     startJobPage();
   } else if (document.body.dataset.page === "sweep") {
     refreshSweep();
-    setInterval(refreshSweep, 2 * POLL_MS);
+    every(2 * POLL_MS, refreshSweep);
   }
 });
