@@ -129,6 +129,7 @@ def submit(
     # time is older than this is asked again (queue.SharedQueue), never read as "the job is gone"
     info.submitted = time.time()
     info.cluster = to.cluster
+    info.command_line, info.spec_text = invoked_as(), spec_as_given(spec, job_spec)
     remember_job(info, to.backend)
     submitted = Job(info, to.backend)
     submitted.synced_files, submitted.placement, submitted.avoided = synced, to.placement, avoided
@@ -221,8 +222,45 @@ def resubmit(job: Job) -> Job:
     begun = job.backend.begin_submit(submission, plan.python)
     info = job.backend.finish_submit(begun, plan, script)
     info.submitted, info.cluster = time.time(), job.info.cluster
+    info.command_line, info.spec_text = f"resubmit of {job.id} ({invoked_as()})", job.info.spec_text
     remember_job(info, job.backend)
     return Job(info, job.backend)
+
+
+SPEC_TEXT_MOST = 32 * 1024  # bytes of a spec's text (as JSON) kept in the job's record (the rest cut, and said)
+
+
+def invoked_as() -> str:
+    """The command line of this process, as a user would type it again (``ti-slurm submit job.yaml``; a
+    program using the API: its own)."""
+    import shlex
+    import sys
+
+    argv = list(sys.argv) or ["python3"]
+    head = os.path.basename(argv[0])
+    argv[0] = "ti-slurm" if head in ("ti-slurm", "__main__.py") else head
+    return shlex.join(argv)[:4096]
+
+
+def spec_as_given(given: SpecLike, spec: JobSpec) -> str:
+    """The spec as the user gave it: a file's text, else (a mapping, a JobSpec) its settings as YAML."""
+    text = ""
+    if isinstance(given, str | os.PathLike):
+        try:
+            with open(given, "rb") as fh:
+                text = fh.read(SPEC_TEXT_MOST * 2).decode(errors="replace")
+        except OSError:
+            text = ""
+    if not text:
+        import yaml
+
+        text = yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False, allow_unicode=True)
+    import json
+
+    keep = len(text)  # measured as the record stores it (JSON's escapes: up to 12 bytes a character)
+    while len(json.dumps(text[:keep])) > SPEC_TEXT_MOST:
+        keep = keep * 3 // 4
+    return text if keep == len(text) else text[:keep] + "\n# ... (cut: the spec is longer)\n"
 
 
 def remember_job(info: JobInfo, backend: Backend) -> None:

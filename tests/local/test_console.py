@@ -123,6 +123,40 @@ def test_a_failed_attempt_shows_its_cause_and_the_line_that_showed_it(
     shot(page, "cause", folder)
 
 
+def test_a_jobs_page_shows_when_and_how_it_was_submitted_its_settings_and_each_nodes_own_state(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """At a glance: the submit's date and command line, the spec as submitted (its text, collapsed), the plan's
+    key settings, each node's own state (rank 0's command exited 0 in a failed job: COMPLETED), the events as
+    sentences and the time's split as a bar."""
+    url, env, folder = console
+    spec = "name: glance\nmode: ddp\nnodes: 2\ncommand: 'if [ $RANK = 1 ]; then sleep 2; exit 3; fi; echo done'\n"
+    job = submit(folder, env, spec)
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"job/{job}")
+    expect(page.locator("#state")).to_have_text("FAILED", timeout=20000)
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text(re.compile(r"submitted\s*\S.*20\d\d"))  # a date, not a time alone
+    expect(summary).to_contain_text("ti-slurm submit --local job.yaml")
+    settings = page.locator("#settings")
+    expect(settings).to_contain_text(re.compile(r"ddp\s*2 node\(s\) x 1 CPU"))
+    expect(settings).to_contain_text("none: a failure ends the job")
+    spec_text = page.locator("#spec-text")
+    expect(spec_text).to_be_hidden()  # collapsed until asked
+    page.click("#spec summary")
+    expect(spec_text).to_have_text(spec)
+    rows = page.locator("#nodes tbody tr")
+    expect(rows.nth(0).locator("td").nth(4)).to_have_text("COMPLETED")  # its own command exited 0
+    expect(rows.nth(1).locator("td").nth(4)).to_have_text("FAILED")
+    expect(rows.nth(1).locator("td").nth(5)).to_have_text("3")
+    expect(page.locator("#events")).to_contain_text("attempt 0 ended FAILED: ddp node")
+    expect(page.locator("#events")).to_contain_text("attempt 0 started: ddp on")
+    expect(page.locator("#goodput .part")).not_to_have_count(0)
+    expect(page.locator("#log-node")).to_have_value("ddp-1")  # the failed node's log: it said nothing
+    expect(page.locator("#log")).to_have_text("")  # (never rank 0's lines under rank 1's name)
+    shot(page, "glance", folder)
+
+
 def test_cancel_from_the_page_ends_the_job(console: tuple[str, dict[str, str], Path], page: Page) -> None:
     url, env, folder = console
     job = submit(folder, env, "name: long\nmode: ddp\nnodes: 2\ncommand: sleep 300\n")

@@ -31,6 +31,8 @@ class JobInfo:
     dependency: str = ""  # what it waits for, as Slurm shows it (afterok:123(unfulfilled)); "" for none
     sweep: str = ""  # the sweep it is a point of ("" for none)
     cluster: str = ""  # the user config's cluster it went to ("" for the default one)
+    command_line: str = ""  # how it was submitted: the submitting process's command line
+    spec_text: str = ""  # the spec as given (a file's text; a mapping's YAML), cut at client.SPEC_TEXT_MOST
 
     @property
     def ref(self) -> str:

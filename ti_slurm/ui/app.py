@@ -79,6 +79,7 @@ class JobView:
         # a backoff, an answer up to a minute old shared by every page and the list), not at every refresh
         self.follower = job.follower(FOLLOW_MAX)
         self.reader: Any = None  # its ScalarReader, made at the first look (it reads the job's plan)
+        self._plan: Any = False  # its plan, read once (None: none to read, or another user's)
 
     def status(self) -> Any:
         with self.lock:
@@ -90,6 +91,18 @@ class JobView:
             if self.reader is None:
                 self.reader = job_scalars(self.job.backend, self.job.job_dir)
             return {tag: list(points) for tag, points in self.reader.look().items()}
+
+    def plan(self) -> Any:
+        """The job's plan as it ran (its settings for the page), read at the first ask."""
+        from ti_slurm.follow.status import ran_plan
+
+        with self.lock:
+            if self._plan is False:
+                try:
+                    self._plan = ran_plan(self.job.backend, self.job.job_dir) if self.job.job_dir else None
+                except (ValueError, PermissionError, TiSlurmError):  # none yet (pending): asked again next time
+                    return None
+            return self._plan
 
     def asked_anew(self) -> None:
         """The next status asks the controller at once (after a cancel from the page)."""
@@ -188,7 +201,7 @@ class Console:
     def job_json(self, request: Request) -> Response:
         view = self.view(request.path_params["job_id"])
         job, status = view.job, view.status()
-        data = pages.job_page(job, status, job.usage(status))
+        data = pages.job_page(job, status, job.usage(status), view.plan())
         data["events"] = pages.events(job)
         scalars = view.scalars()
         data["scalars"] = {tag: scalars[tag] for tag in sorted(scalars)[: pages.SCALAR_CHARTS]}  # what is drawn

@@ -76,8 +76,47 @@ def row(st: Any) -> dict[str, Any]:
     }
 
 
-def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
-    """A job's page: its summary, attempts, nodes (with what each uses now), usage series, events."""
+def node_state(component_state: Any, exit_code: Any) -> str:
+    """A node's own state: its command's exit once recorded (a node that exited 0 in a failed job COMPLETED),
+    else its component's state."""
+    if isinstance(exit_code, int):
+        return "COMPLETED" if exit_code == 0 else "FAILED"
+    return str(component_state)
+
+
+def settings(plan: Any) -> list[list[str]]:
+    """The plan's key settings, as [name, value] rows: each component's nodes, the partition, the image, the
+    time limit, the restart policy, the code snapshot."""
+    if plan is None:
+        return []
+    rows = []
+    for comp in plan.components:
+        size = f"{comp.min_nodes}-{comp.nodes}" if comp.min_nodes else str(comp.nodes)
+        each = [f"{comp.gpus_per_node} GPU" if comp.gpus_per_node else "", f"{comp.npus_per_node} NPU" if
+                comp.npus_per_node else "", f"{comp.cpus_per_node} CPU"]  # fmt: skip
+        spares = f", {comp.spares} spare(s)" if comp.spares else ""
+        rows.append([comp.name, f"{size} node(s) x {' + '.join(x for x in each if x)}{spares}"])
+        if comp.partition or plan.partition:
+            rows.append([f"{comp.name} partition", str(comp.partition or plan.partition)])
+        if comp.container is not None:
+            rows.append([f"{comp.name} image", f"{comp.container.image} ({comp.container.runtime or 'site default'})"])
+    rows.append(["time limit", plan.time or "the partition's"])
+    restart = []
+    if plan.restart_in_place:
+        restart.append(f"in place up to {plan.restart_in_place} time(s)")
+    if plan.restart_max:
+        restart.append(f"requeued up to {plan.restart_max} time(s)")
+    if restart and plan.restart_on:
+        restart.append(f"on {', '.join(plan.restart_on)}")
+    rows.append(["restart", "; ".join(restart) or "none: a failure ends the job"])
+    if plan.code_commit:
+        rows.append(["code", f"git {plan.code_commit[:12]}{' with changes' if plan.code_dirty else ''}"])
+    return rows
+
+
+def job_page(job: Any, status: Any, usage: list[Any], plan: Any = None) -> dict[str, Any]:
+    """A job's page: its summary (when and how it was submitted, the spec as given, the plan's key settings),
+    attempts, nodes (with what each uses now), usage series, events."""
     by_label = {u.label: u for u in usage}
     ended = status.state.is_terminal  # an ended node's memory: its peak (its last sample holds no process)
     nodes = []
@@ -87,7 +126,8 @@ def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
             exits = {e.get("index"): e.get("exit_code") for e in comp.node_exits}
             u = by_label.get(label)
             nodes.append({
-                "label": label, "component": comp.name, "rank": index, "node": node, "state": comp.state,
+                "label": label, "component": comp.name, "rank": index, "node": node,
+                "state": node_state(comp.state, exits.get(index)),
                 "exit_code": exits.get(index),
                 "cpu": u.cpu_percent if u else None, "rss": (u.peak_rss if ended else u.rss) if u else None,
                 "gpus": {i: g.get("util") for i, g in u.gpus.items()} if u else {},
@@ -109,6 +149,10 @@ def job_page(job: Any, status: Any, usage: list[Any]) -> dict[str, Any]:
         "series": {u.label: {"node": u.node, "points": u.series} for u in usage},
         "staging": status.staging,
         "batch_tail": status.batch_tail,
+        "submitted": status.submitted or job.info.submitted or None,
+        "submitted_by": job.info.command_line,
+        "spec": job.info.spec_text,
+        "settings": settings(plan),
     }
 
 
@@ -130,8 +174,38 @@ def events(job: Any, limit: int = 2000) -> list[dict[str, Any]]:
         if kind in ("signal", "notify", "straggler") or ev.get("requeued") or ev.get("in_place"):
             level = "warning"
         detail = {k: v for k, v in ev.items() if k not in ("event", "time", "submission")}
-        out.append({"time": ev.get("time"), "event": kind, "level": level, "detail": detail})
+        out.append({"time": ev.get("time"), "event": kind, "level": level, "text": event_text(kind, detail)})
     return out
+
+
+def event_text(kind: str, ev: dict[str, Any]) -> str:
+    """An event of the job's record as a sentence (one it does not know: its fields, ``key=value``)."""
+    attempt = f"attempt {ev.get('attempt', 0)}"
+    if kind == "start":
+        comps = ev.get("components", [])
+        nodes = "; ".join(f"{c.get('name')} on {', '.join(map(str, c.get('nodes', [])))}" for c in comps)
+        return f"{attempt} started: {nodes}"
+    if kind == "running":
+        return f"every node's command is running (the last to start: {ev.get('last')})"
+    if kind == "step-exit":
+        nodes = ", ".join(f"{r.get('node')} ({ev.get('component')} {r.get('index')}) exited {r.get('exit_code')}"
+                          for r in ev.get("records", []))  # fmt: skip
+        how = "was stopped" if ev.get("stopped") else f"exited {ev.get('exit_code')}"
+        return f"the {ev.get('component')} step {how}" + (f": {nodes}" if nodes else "")
+    if kind == "end":
+        then = " and restarts in place" if ev.get("in_place") else " and is requeued" if ev.get("requeue") else ""
+        cause = f" (cause: {ev['cause']})" if ev.get("cause") else ""
+        return f"{attempt} ended {ev.get('state', '')}{then}: {ev.get('reason', '')}{cause}"
+    if kind == "signal":
+        return f"{ev.get('signal')} came ({ev.get('cause')}): every node's command got it to save"
+    if kind == "straggler":
+        took, others = ev.get("seconds_a_step", "?"), ev.get("others", "?")
+        return f"straggler: {ev.get('node', '')} took {took} s a step, the other nodes {others} s"
+    if kind == "notify":
+        return f"the {ev.get('notification', '')} notification to {ev.get('to', '')} was not delivered: {ev.get('why')}"
+    if kind == "alive":
+        return "the supervisor is alive"
+    return " ".join(f"{k}={v}" for k, v in ev.items())
 
 
 def log_chunk(job: Any, status: Any, label: str, offset: int, attempt: int | None = None) -> dict[str, Any]:

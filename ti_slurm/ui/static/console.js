@@ -148,6 +148,21 @@ function svgText(text, x, y) {
 // -- a job's page --------------------------------------------------------------------------------------
 const job = { id: document.body.dataset.job, logNode: "", logOffset: -1, terminal: false, lastEvents: 0, picked: false };
 
+// a bar of where the job's time went: each part's share, its name and seconds on hover
+function showGoodput(spent) {
+  const parts = ["queued", "starting", "productive", "lost", "recomputed"].filter((k) => spent[k] > 0);
+  const total = parts.reduce((sum, k) => sum + spent[k], 0);
+  const bar = document.getElementById("goodput");
+  bar.replaceChildren(...parts.map((k) => {
+    const part = el("span", null, `part ${k}`);
+    part.style.width = `${(100 * spent[k]) / total}%`;
+    part.title = `${k}: ${seconds(spent[k])} (${((100 * spent[k]) / total).toFixed(1)}%)`;
+    part.dataset.part = k;
+    return part;
+  }));
+  bar.hidden = !total;
+}
+
 function showJob(data) {
   document.getElementById("name").textContent = data.name;
   const state = document.getElementById("state");
@@ -160,8 +175,14 @@ function showJob(data) {
   const effective = data.effective === null || data.effective === undefined ? "" : `${(data.effective * 100).toFixed(1)}% of the time since the first start`;
   const spent = data.goodput || {};
   const went = ["queued", "starting", "productive", "lost", "recomputed"].filter((k) => spent[k] !== undefined).map((k) => `${k} ${seconds(spent[k])}`).join(", ");
-  const facts = [["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["where the time went", went], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
+  const submitted = data.submitted ? new Date(data.submitted * 1000).toLocaleString() : "";
+  const facts = [["submitted", submitted], ["submitted by", data.submitted_by], ["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["where the time went", went], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
   for (const [k, v] of facts) if (v) summary.append(el("dt", k), el("dd", v));
+  showGoodput(spent);
+  document.getElementById("settings").replaceChildren(...data.settings.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+  const spec = document.getElementById("spec-text");
+  if (spec.textContent !== (data.spec || "")) spec.textContent = data.spec || "";
+  document.getElementById("spec").hidden = !data.spec;
   const attempts = document.getElementById("attempts");
   attempts.replaceChildren();
   for (const a of data.attempts) {
@@ -197,6 +218,7 @@ function showJob(data) {
   const wanted = failed ? failed.label : job.logNode || (select.options.length ? select.options[0].value : "");
   if (wanted && !job.picked && wanted !== job.logNode) {
     job.logNode = wanted; job.logOffset = -1;
+    document.getElementById("log").textContent = "";  // not the last node's lines under this node's name
     select.value = job.logNode;
     showLogLinks();  // the log follows at the next poll (a second reader now would append its start twice)
   }
@@ -223,8 +245,7 @@ function showEvents(events) {
   for (const ev of events.slice(-500).reverse()) {
     if (level && ev.level !== level) continue;
     const tr = el("tr", null, ev.level);
-    const detail = Object.entries(ev.detail).filter(([, v]) => v !== "" && v !== null && !(Array.isArray(v) && !v.length)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
-    tr.append(el("td", ev.time ? new Date(ev.time * 1000).toLocaleTimeString() : ""), el("td", ev.level), el("td", ev.event), el("td", detail));
+    tr.append(el("td", ev.time ? new Date(ev.time * 1000).toLocaleTimeString() : ""), el("td", ev.level), el("td", ev.event), el("td", ev.text));
     body.append(tr);
   }
 }
@@ -267,6 +288,7 @@ async function refreshJob() {
 function startJobPage() {
   document.getElementById("log-node").addEventListener("change", (e) => {
     job.logNode = e.target.value; job.logOffset = -1; job.picked = true;
+    document.getElementById("log").textContent = "";
     showLogLinks();
     followLog();
   });
