@@ -364,6 +364,10 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
         tail = median(lambda: get(f"/api/job/{big}/log?node=ddp-0&offset=-1"), repeat)
         log = home / "jobs" / big / "logs" / "ddp-0.log"
         bare_tail = median(lambda: sh(["tail", "-c", "65536", str(log)]), repeat)
+        runs = ",".join(ids[-21:-1])  # 20 runs, each with 100,000 scalars of one event file
+        while get(f"/api/compare?jobs={runs}") != get(f"/api/compare?jobs={runs}"):
+            pass  # read on until every run's file is read whole (each look reads at most READ_AT_MOST of it)
+        compared = median(lambda: get(f"/api/compare?jobs={runs}"), repeat)
     return [
         Row(f"console: list of {jobs} jobs (GET /api/jobs)", listed, cli_list, "ti-slurm list --limit 0",
             "< 1 s", listed < 1.0, "every job's record read, newest 500 shown"),
@@ -371,6 +375,8 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
             "its record, each node's usage series and its events"),
         Row("console: a 1 GiB log's end (the log view)", tail, bare_tail, "tail -c 65536", "< 50 ms", tail < 0.05,
             "its last 64 KiB, never the whole log"),
+        Row("console: 20 runs compared, 100,000 points each", compared, 0, "-", "< 1 s", compared < 1.0,
+            "their settings and one scalar each (2,000 points a tag kept: older ones thinned)"),
     ]  # fmt: skip
 
 
@@ -461,8 +467,9 @@ def console_server(env: dict[str, str]) -> Iterator[Callable[[str], bytes]]:
 
 def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
     """What following jobs in the console costs the controller: ``pages`` job pages open (each refreshed every
-    2 s, as its script does) for ``seconds``, beside one ``ti-slurm wait`` (what ``submit --wait`` does) for as
-    long; read-only RPCs counted with ``sdiag``. The jobs sleep throughout (four run, the rest wait)."""
+    2 s and its log view every second, as its script does) for ``seconds``, beside one ``ti-slurm wait`` (what
+    ``submit --wait`` does) for as long; read-only RPCs counted with ``sdiag``. The jobs sleep throughout (four
+    run, the rest wait)."""
     import threading
 
     if not installed("starlette"):
@@ -476,12 +483,15 @@ def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
         with console_server(env) as get:
 
             def open_pages() -> None:
-                def page(job: str) -> None:
-                    end = time.monotonic() + seconds
+                def page(job: str) -> None:  # its data every 2 s, its log view every second (as its script)
+                    end, offset, tick = time.monotonic() + seconds, -1, 0
                     while time.monotonic() < end:
-                        with contextlib.suppress(OSError):
-                            get(f"/api/job/{job}")
-                        time.sleep(2.0)
+                        with contextlib.suppress(OSError, ValueError):
+                            if tick % 2 == 0:
+                                get(f"/api/job/{job}")
+                            offset = json.loads(get(f"/api/job/{job}/log?node=0&offset={offset}"))["offset"]
+                        tick += 1
+                        time.sleep(1.0)
 
                 threads = [threading.Thread(target=page, args=(job,)) for job in ids]
                 for thread in threads:
@@ -504,7 +514,7 @@ def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
     return [
         Row(f"console: {pages} open job pages, controller queries per minute", console * per_minute,
             waiting * per_minute, "one ti-slurm wait (as submit --wait)", "<= 1x", console <= waiting,
-            f"read-only RPCs (sdiag) over {seconds} s; each page refreshed every 2 s"),
+            f"read-only RPCs (sdiag) over {seconds} s; each page refreshed every 2 s, its log view every 1 s"),
     ]  # fmt: skip
 
 
@@ -537,6 +547,12 @@ def seed_console_jobs(home: Path, jobs: int, nodes: int) -> list[str]:
                  "cpu_seconds": 400.0, "rss": 2 << 30, "peak_rss": 3 << 30, "mem_request": 0,
                  "samples": SERIES_POINTS, "gpus": {}, "series": series}  # fmt: skip
         Path(JobPaths.of(str(home / "jobs"), ids[-1]).node_usage("ddp", i)).write_text(json.dumps(usage))
+    events = home / "events.out.tfevents.1.bench"  # 100,000 scalars, linked into 20 runs' folders
+    events.write_bytes((ROOT / "tests" / "data" / "tensorboard" / "torch.tfevents").read_bytes() * 10_000)
+    for job_id in ids[-21:-1]:
+        folder = Path(JobPaths.of(str(home / "jobs"), job_id).tensorboard(""))
+        folder.mkdir(parents=True)
+        os.link(events, folder / events.name)
     log = Path(JobPaths.of(str(home / "jobs"), ids[-1]).node_log("ddp", 0))
     with open(log, "wb") as fh:
         fh.truncate((1 << 30) - (1 << 20))

@@ -67,7 +67,7 @@ def follow_in_the_console(page: Page, url: str, job: str, folder: Path) -> None:
     page.goto(url)
     row = page.locator(f'#jobs tr[data-job="{job}"]')
     expect(row).to_be_visible(timeout=15000)  # at the list's next refresh at the latest
-    row.locator("a").click()
+    row.locator("a").first.click()  # its id (the row's logs link is another)
     expect(page.locator("#nodes tbody tr")).to_have_count(2, timeout=30000)  # once its record names the nodes
     page.select_option("#log-node", "ddp-1")
     expect(page.locator("#log")).to_contain_text("rank 1 on node", timeout=30000)

@@ -235,7 +235,7 @@ def test_a_job_from_a_host_without_slurm_finds_slurms_commands_on_its_nodes(tmp_
     assert job.logs().count("ran on") == 2
 
 
-def test_every_backend_answers_the_clusters_questions_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_backend_answers_the_clusters_questions_alike(tmp_path: Path) -> None:
     """``clusters`` and ``--cluster auto`` ask backends, never past them: the Slurm commands, pyslurm (where it
     fits this Slurm) and slurmrestd name the same idle nodes per partition, and each says when a job that fits
     would start (slurmrestd, which has no test-only submit: now, or not known)."""
@@ -246,8 +246,11 @@ def test_every_backend_answers_the_clusters_questions_alike(tmp_path: Path, monk
     from ti_slurm.submitting.script import render
     from ti_slurm.submitting.spec import parse_spec
 
-    monkeypatch.setenv("SLURM_JWT", new_token())
-    backends = {"slurm": SlurmBackend(), "rest": RestBackend(rest_url(), "env")}
+    rest = RestBackend(rest_url(), "env")
+    # the token for slurmrestd alone: in this process's environment, libslurm (pyslurm, loaded here) would take
+    # it for its own authentication and keep it past its expiry for every later pyslurm test of this worker
+    rest.client.tokens.environ = {"SLURM_JWT": new_token()}
+    backends = {"slurm": SlurmBackend(), "rest": rest}
     if not pyslurm_mismatch():
         backends["pyslurm"] = PyslurmBackend()
     assert all(b.knows_free_nodes for b in backends.values())

@@ -74,9 +74,9 @@ def test_a_job_in_the_list_its_nodes_live_log_and_charts(console: tuple[str, dic
     job = submit(folder, env, TRAIN)
     row = page.locator(f'#jobs tr[data-job="{job}"]')
     expect(row).to_be_visible(timeout=3000)  # 2 s on an idle machine (the list polls each second); 3 s under load
-    expect(row.locator("td").nth(1)).to_have_text("console-ddp")
+    expect(row.locator("td").nth(2)).to_have_text("console-ddp")
     shot(page, "list", folder)
-    row.locator("a").click()
+    row.locator("a").first.click()  # its id (the row's logs link is another)
     expect(page.locator("#nodes tbody tr")).to_have_count(2, timeout=5000)
     page.select_option("#log-node", "ddp-1")
     expect(page.locator("#log")).to_contain_text("rank 1 step 1", timeout=8000)
@@ -167,6 +167,69 @@ def test_cancel_from_the_page_ends_the_job(console: tuple[str, dict[str, str], P
     expect(page.locator("#state")).to_have_text("CANCELLED", timeout=20000)
     status = run_cli("status", job, cwd=folder, env=env).stdout
     assert "CANCELLED" in status.splitlines()[0], status
+
+
+def test_the_list_shows_each_jobs_submit_date_and_cancels_and_resubmits_from_its_row(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    url, env, folder = console
+    job = submit(folder, env, "name: from-the-list\nmode: ddp\nnodes: 1\ncommand: sleep 300\n")
+    page.goto(url)
+    row = page.locator(f'#jobs tr[data-job="{job}"]')
+    expect(row.locator("td").nth(3)).to_have_text("RUNNING", timeout=10000)
+    expect(row.locator("td").nth(4)).to_contain_text(re.compile(r"20\d\d"))  # the submit's date and time
+    expect(row.locator("a", has_text="logs")).to_have_attribute("href", f"/job/{job}#log")
+    row.locator("button.act-cancel").click()  # the confirmation is accepted
+    expect(row.locator("td").nth(3)).to_have_text("CANCELLED", timeout=20000)
+    row.locator("button.act-resubmit").click()
+    expect(page.locator("#said")).to_contain_text(f"{job} submitted again as local-", timeout=20000)
+    again = (page.locator("#said").text_content() or "").rsplit(" ", 1)[1]
+    expect(page.locator(f'#jobs tr[data-job="{again}"] td').nth(2)).to_have_text("from-the-list", timeout=5000)
+    run_cli("cancel", again, cwd=folder, env=env)
+    shot(page, "list-actions", folder)
+
+
+def test_the_nodes_your_jobs_avoid_are_listed_and_released_from_their_page(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    url, env, folder = console
+    folder_of_list = Path(env["XDG_STATE_HOME"]) / "ti-slurm" / "avoided"
+    folder_of_list.mkdir(parents=True, mode=0o700)
+    now = time.time()
+    entry = {"node": "node07", "cause": "gpu_fault", "job": "4242", "cluster": "", "key": "4242/0/node07",
+             "since": now - 60, "until": now + 3600, "line": "gpu_fault in job 4242"}  # fmt: skip
+    (folder_of_list / "nodes.json").write_text(json.dumps([entry]))
+    page.goto(url)
+    page.click("text=nodes your jobs avoid")
+    row = page.locator('#avoided tr[data-node="node07"]')
+    expect(row.locator("td").nth(2)).to_have_text("gpu_fault")
+    expect(row.locator("a")).to_have_attribute("href", "/job/4242")
+    shot(page, "avoided", folder)
+    row.locator("button.act-release").click()
+    expect(page.locator("#none")).to_be_visible(timeout=5000)
+    assert "avoid no node" in run_cli("nodes", cwd=folder, env=env).stderr
+
+
+def test_a_training_that_reports_its_step_and_total_shows_progress_and_a_finish_past_its_time_limit(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """A 2-node job writing `STEP TOTAL` to its progress file twice a second, 1000 steps in a job of one minute:
+    a progress bar, its pace, an estimated finish, and the warning that it ends past the limit, with what then."""
+    url, env, folder = console
+    command = ("'for s in $(seq 1 600); do echo \"$s 1000\" > \"$TI_SLURM_PROGRESS_FILE\"; sleep 0.5; done'")
+    job = submit(folder, env, f"name: progress\nmode: ddp\nnodes: 2\ntime: 1\ncommand: {command}\n")
+    page.goto(url)
+    page.goto(url.split("?")[0] + f"job/{job}")
+    text = page.locator("#progress-text")
+    said = re.compile(r"^step \d+ of 1000 \(\d+\.\d%\), [0-9.]+ steps/s, ends in ")
+    expect(text).to_contain_text(said, timeout=30000)
+    expect(page.locator("#progress-warning")).to_contain_text(
+        re.compile(r"^at this pace the training ends .* after the job's time limit \(in .*\): it is cut off there")
+    )
+    width = page.locator("#progress-bar").evaluate("e => e.style.width")
+    assert width.endswith("%") and 0 < float(width[:-1]) < 50, width
+    shot(page, "progress", folder)
+    run_cli("cancel", job, cwd=folder, env=env)
 
 
 def test_resubmit_from_the_page_runs_it_again_as_a_new_job(
@@ -309,6 +372,49 @@ def test_two_tabs_and_overlapping_refreshes_leave_the_chart_with_exactly_the_poi
     shot(second, "two-tabs", folder)
 
 
+def test_three_runs_loss_curves_overlaid_with_their_settings_side_by_side_hover_and_zoom(
+    console: tuple[str, dict[str, str], Path], page: Page
+) -> None:
+    """Three jobs writing train/loss at different rates, ticked in the list and compared: one chart with a line
+    each, the settings that differ (the command) marked and those that do not (the mode) not; hovering shows the
+    values at the pointer; dragging zooms on a range, a double-click shows all of it."""
+    pytest.importorskip("torch.utils.tensorboard")
+    url, env, folder = console
+    (folder / "scalars.py").write_text(SCALARS)
+    script = folder / "scalars.py"
+    jobs = [submit(folder, env, f"name: run{k}\nmode: ddp\nnodes: 1\ncommand: python3 {script} {k} 30 0\n")
+            for k in (1, 2, 3)]  # fmt: skip
+    for job in jobs:
+        assert run_cli("wait", job, cwd=folder, env=env).returncode == 0
+    page.goto(url)
+    for job in jobs:
+        page.locator(f'#jobs tr[data-job="{job}"] input.pick').check()
+    page.click("#compare")
+    chart = page.locator("#chart-compare")
+    expect(chart.locator("polyline")).to_have_count(3, timeout=15000)
+    expect(page.locator("#compare-tag")).to_have_value("train/loss")
+    for line in chart.locator("polyline").all():
+        assert len((line.get_attribute("points") or "").split()) == 30
+    expect(page.locator('#compare-settings tr[data-setting="command"]')).to_have_class("differs")
+    expect(page.locator('#compare-settings tr[data-setting="mode"]')).not_to_have_class("differs")
+    expect(page.locator("#compare-legend")).to_contain_text(f"{jobs[0]} run1 (COMPLETED)")
+    box = chart.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2)
+    hover = re.compile(r"^step \d+: local-\d+ [0-9.]+, local-\d+ [0-9.]+, local-\d+ [0-9.]+$")
+    expect(chart).to_have_attribute("data-hover", hover)
+    shot(page, "compare", folder)
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2, steps=5)
+    page.mouse.up()
+    expect(chart).to_have_class(re.compile(r"\bzoomed\b"))
+    zoomed = len((chart.locator("polyline").first.get_attribute("points") or "").split())
+    assert 3 <= zoomed < 30, zoomed  # the steps in the range dragged across
+    chart.dblclick()
+    expect(chart).not_to_have_class(re.compile(r"\bzoomed\b"))
+
+
 def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str, str], Path], page: Page) -> None:
     url, env, folder = console
     pytest.importorskip("torch.utils.tensorboard")
@@ -320,7 +426,7 @@ def test_a_sweep_page_puts_its_failed_points_first(console: tuple[str, dict[str,
     assert res.returncode == 1 and sweep.startswith("sweep-"), res.stderr
     page.goto(url)
     row = page.locator(f'#jobs tr[data-job="{sweep}"]')
-    expect(row.locator("td").nth(3 - 1)).to_have_text("SWEEP")
+    expect(row.locator("td").nth(3)).to_have_text("SWEEP")
     row.locator("button.toggle").click()
     expect(page.locator("#jobs tr.point")).to_have_count(3)
     row.locator("a").click()

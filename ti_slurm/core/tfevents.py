@@ -236,6 +236,20 @@ def last_values(series: Series) -> dict[str, float]:
     return {tag: points[-1][1] for tag, points in series.items() if points}
 
 
+LOWER_IS_BETTER = ("loss", "error", "perplexity", "wer", "cer")  # a tag naming one: its best value is its least
+
+
+def best_values(series: Series) -> dict[str, float]:
+    """Each tag's best value so far: the least of a loss or error (:data:`LOWER_IS_BETTER`), else the greatest
+    (an accuracy); a NaN is never best."""
+    out = {}
+    for tag, points in series.items():
+        values = [v for _, v in points if v == v]
+        if values:
+            out[tag] = min(values) if any(word in tag.lower() for word in LOWER_IS_BETTER) else max(values)
+    return out
+
+
 @dataclass
 class ScalarReader:
     """One job's scalars, followed as its event files grow: each look lists the files (``find``: a folder's

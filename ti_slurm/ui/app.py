@@ -22,7 +22,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ti_slurm.core.errors import BackendError, TiSlurmError, UnknownJobError
-from ti_slurm.core.tfevents import last_values
+from ti_slurm.core.tfevents import best_values, last_values
+from ti_slurm.follow.progress import PaceSeen
 from ti_slurm.follow.queue import FOLLOW_MAX
 from ti_slurm.follow.scalars import job_scalars
 from ti_slurm.ui import pages
@@ -80,6 +81,7 @@ class JobView:
         self.follower = job.follower(FOLLOW_MAX)
         self.reader: Any = None  # its ScalarReader, made at the first look (it reads the job's plan)
         self._plan: Any = False  # its plan, read once (None: none to read, or another user's)
+        self.pace = PaceSeen()  # the training's steps as this console saw them advance
 
     def status(self) -> Any:
         with self.lock:
@@ -104,10 +106,69 @@ class JobView:
                     return None
             return self._plan
 
+    def progress(self, status: Any, scalars: dict[str, list[tuple[int, float]]]) -> dict[str, Any] | None:
+        """A running training's step, total, pace and estimated finish (:mod:`ti_slurm.follow.progress`): rank 0's
+        progress file (one read), else its TensorBoard steps; None when it reports neither."""
+        import time
+
+        from ti_slurm.core.paths import JobPaths
+        from ti_slurm.core.states import JobState
+        from ti_slurm.follow import progress as training
+
+        if status.state is not JobState.RUNNING or not status.components or not self.job.job_dir:
+            return None
+        data = self.job.backend.read_bytes(JobPaths(self.job.job_dir).progress(status.components[0].name, 0), 0, 128)
+        step, total = training.reported(data.decode(errors="replace")) if data else (None, None)
+        board_step, board_total = training.tensorboard_progress(scalars)
+        step, total = (step, total or board_total) if step is not None else (board_step, board_total)
+        if step is None:
+            return None
+        now = time.time()
+        with self.lock:
+            self.pace.note(step, now)
+            rate = self.pace.rate()
+        plan = self.plan()
+        requeues = sum(1 for a in status.attempts[:-1] if a.requeued and not a.in_place)
+        deadline = time_limit_at(status, plan)
+        return training.estimate(step, total, rate, now, deadline, training.at_the_limit(plan, requeues)).as_dict()
+
     def asked_anew(self) -> None:
         """The next status asks the controller at once (after a cancel from the page)."""
         with self.lock:
             self.follower = self.job.follower(FOLLOW_MAX)
+
+
+COMPARED_AT_MOST = 20  # runs one comparison overlays
+
+
+def compared_ids(text: str) -> list[str]:
+    """The job ids a comparison names (``a,b,c``): 2 to :data:`COMPARED_AT_MOST`, each once, in order."""
+    from ti_slurm.core.errors import ConfigError
+
+    ids = list(dict.fromkeys(i.strip() for i in text.split(",") if i.strip()))
+    if not 2 <= len(ids) <= COMPARED_AT_MOST:
+        raise ConfigError("jobs", text[:200], f"compare 2 to {COMPARED_AT_MOST} jobs: pick them in the list")
+    return ids
+
+
+def time_limit_at(status: Any, plan: Any) -> float | None:
+    """When the job's allocation meets its time limit (seconds since the epoch): its start (the first attempt
+    of the latest allocation: restarts in place share it) plus the plan's ``time``; None when not known."""
+    from ti_slurm.slurm.text import time_seconds
+
+    if plan is None or not status.attempts:
+        return None
+    try:
+        limit = time_seconds(plan.time)
+    except ValueError:
+        return None
+    first = status.attempts[-1]
+    for earlier in reversed(status.attempts[:-1]):
+        if not earlier.in_place:
+            break
+        first = earlier
+    start = first.timeline.get("batch") or first.started
+    return start + limit if limit and start else None
 
 
 class Console:
@@ -121,7 +182,7 @@ class Console:
         self.views: dict[str, JobView] = {}
         # a sweep point that ended: its final status and its scalars' last values (it changes no more: its
         # page reads its record and files no more, which over SSH is a round trip each per refresh)
-        self.ended: dict[str, tuple[Any, dict[str, float]]] = {}
+        self.ended: dict[str, tuple[Any, dict[str, dict[str, float]]]] = {}
 
     def view(self, job_id: str, handle: Any = None) -> JobView:
         """The view of job ``job_id`` (``handle``: its Job, when the caller has it), made at its first request:
@@ -147,7 +208,48 @@ class Console:
 
     # -- pages -----------------------------------------------------------------------------------------
     def list_page(self, request: Request) -> Response:
-        return self.page("list.html.j2")
+        from ti_slurm.submitting.userconfig import read_user_config
+
+        return self.page("list.html.j2", clusters=[c.name for c in read_user_config().cluster])
+
+    def compare_page(self, request: Request) -> Response:
+        ids = compared_ids(request.query_params.get("jobs", ""))
+        for job_id in ids:
+            self.view(job_id)  # an id that is no id, or no job of this user's: the error page
+        return self.page("compare.html.j2", jobs=",".join(ids))
+
+    def compare_json(self, request: Request) -> Response:
+        """The jobs compared: each one's state, settings and one scalar's points (``tag``; the first tag they
+        share when none is asked), and every tag any of them wrote."""
+        views = [self.view(job_id) for job_id in compared_ids(request.query_params.get("jobs", ""))]
+        runs = [(view, view.status(), view.scalars()) for view in views]
+        tags = sorted({tag for _, _, scalars in runs for tag in scalars})
+        tag = request.query_params.get("tag") or next(
+            (t for t in tags if all(t in scalars for _, _, scalars in runs)), tags[0] if tags else ""
+        )
+        shown = [
+            {"id": view.job.id, "name": status.name, "state": str(status.state),
+             "settings": dict(pages.compared_settings(view.plan())), "points": scalars.get(tag, [])}
+            for view, status, scalars in runs
+        ]  # fmt: skip
+        return ConsoleJSON({"tag": tag, "tags": tags, "runs": shown})
+
+    def nodes_page(self, request: Request) -> Response:
+        return self.page("nodes.html.j2")
+
+    def nodes_json(self, request: Request) -> Response:
+        from ti_slurm.submitting.avoided import read_avoided
+
+        return ConsoleJSON(pages.avoided_rows(read_avoided()))
+
+    def release_node(self, request: Request) -> Response:
+        from ti_slurm.core.errors import ConfigError
+        from ti_slurm.submitting.avoided import release
+
+        node = request.path_params["node"]
+        if not release(node):
+            raise ConfigError("node", node, "your jobs do not avoid this node")
+        return JSONResponse({"released": node})
 
     def job_page(self, request: Request) -> Response:
         job_id = request.path_params["job_id"]
@@ -173,14 +275,15 @@ class Console:
         with self.lock:
             ended = {ref: final for ref, (final, _) in self.ended.items()}
         status = sweep.status(max_age=FOLLOW_MAX, ended=ended)  # the points' records first, as the list
-        last: dict[int, dict[str, float]] = {}
+        last: dict[int, dict[str, dict[str, float]]] = {}
         for k, (p, job) in enumerate(zip(status.points, sweep.jobs(), strict=True)):
             if job.id in ended:  # shown again: now the most recently used
                 with self.lock:
                     last[p.index] = kept(self.ended, job.id, lambda: ended[job.id], ENDED_AT_MOST)[1]  # noqa: B023
                 continue
             # the first points' scalars: read after a point's end, they are all it wrote
-            values = last_values(self.view(job.id, job).scalars()) if k < pages.SCALAR_POINTS else {}
+            series = self.view(job.id, job).scalars() if k < pages.SCALAR_POINTS else {}
+            values = {"last": last_values(series), "best": best_values(series)}
             last[p.index] = values
             if p.status.state.is_terminal:
                 final = (p.status, values)
@@ -192,11 +295,13 @@ class Console:
         from ti_slurm.client import jobs
 
         q = request.query_params
-        newest = None if q.get("state") or q.get("name") else pages.LIST_LIMIT  # a filter looks at every job
+        cluster = q.get("cluster")  # "-": the default cluster's jobs ("" or none: every cluster's)
+        newest = None if q.get("state") or q.get("name") or cluster else pages.LIST_LIMIT  # a filter: every job
         # the list refreshes each second: a job's own record says when it runs and ends, a job submitted since
         # the last answer is asked about anew, and the rest of the queue (a pending job's reason) once a minute
         statuses = jobs(host=self.host, newest=newest, max_age=FOLLOW_MAX, **self.ssh)
-        return ConsoleJSON(pages.job_rows(statuses, q.get("state", ""), q.get("name", "")))
+        wanted = None if not cluster else "" if cluster == "-" else cluster
+        return ConsoleJSON(pages.job_rows(statuses, q.get("state", ""), q.get("name", ""), wanted))
 
     def job_json(self, request: Request) -> Response:
         view = self.view(request.path_params["job_id"])
@@ -206,6 +311,7 @@ class Console:
         scalars = view.scalars()
         data["scalars"] = {tag: scalars[tag] for tag in sorted(scalars)[: pages.SCALAR_CHARTS]}  # what is drawn
         data["scalar_tags"] = len(scalars)
+        data["progress"] = view.progress(status, scalars)
         return ConsoleJSON(data)
 
     def log_json(self, request: Request) -> Response:
@@ -264,6 +370,11 @@ def make_app(guard: Guard, host: str | None = None, ssh: dict[str, Any] | None =
         Route("/job/{job_id}", console.job_page),
         Route("/job/{job_id}/log/{node}", console.log_download),
         Route("/sweep/{sweep_id}", console.sweep_page),
+        Route("/compare", console.compare_page),
+        Route("/api/compare", console.compare_json),
+        Route("/nodes", console.nodes_page),
+        Route("/api/nodes", console.nodes_json),
+        Route("/api/nodes/{node}/release", console.release_node, methods=["POST"]),
         Route("/api/sweep/{sweep_id}", console.sweep_json),
         Route("/api/jobs", console.jobs_json),
         Route("/api/job/{job_id}", console.job_json),

@@ -28,11 +28,14 @@ def plain(data: bytes) -> str:
     return _CONTROL.sub("", data.decode(errors="replace").replace("\r\n", "\n"))
 
 
-def job_rows(statuses: list[Any], state: str = "", name: str = "") -> list[dict[str, Any]]:
-    """The job list: newest first, a sweep as one row with its points, filtered by state and name."""
+def job_rows(statuses: list[Any], state: str = "", name: str = "", cluster: str | None = None) -> list[dict[str, Any]]:
+    """The job list: newest first, a sweep as one row with its points, filtered by state, name and cluster
+    (``""``: the default one; None: any)."""
     rows = []
     for group in job_groups(statuses):
         if name and name.lower() not in group[0].name.lower():
+            continue
+        if cluster is not None and cluster_of(group[0].job_id) != cluster:
             continue
         if state and not in_state(group, state):
             continue
@@ -46,12 +49,12 @@ def job_rows(statuses: list[Any], state: str = "", name: str = "") -> list[dict[
     return rows
 
 
-def sweep_rows(status: Any, scalars: dict[int, dict[str, float]] | None = None) -> dict[str, Any]:
-    """A sweep's page: one row per point (its parameters, state, reason, its scalars' last values), the failed
-    points first."""
-    last = scalars or {}
-    points = [{"index": p.index, "params": p.params, **row(p.status), "scalars": last.get(p.index, {})}
-              for p in status.points]  # fmt: skip
+def sweep_rows(status: Any, scalars: dict[int, dict[str, dict[str, float]]] | None = None) -> dict[str, Any]:
+    """A sweep's page: one row per point (its parameters, state, reason, its scalars' last and best values:
+    ``scalars[index]`` is ``{"last": {tag: value}, "best": {...}}``), the failed points first."""
+    got = scalars or {}
+    points = [{"index": p.index, "params": p.params, **row(p.status), "scalars": got.get(p.index, {}).get("last", {}),
+               "best": got.get(p.index, {}).get("best", {})} for p in status.points]  # fmt: skip
     failed = [p for p in points if p["state"] not in ("COMPLETED", "RUNNING", "PENDING")]
     return {"id": status.sweep_id, "name": status.name, "points": failed + [p for p in points if p not in failed]}
 
@@ -73,7 +76,20 @@ def row(st: Any) -> dict[str, Any]:
         "failed_node": st.failed.get("node", ""),
         "waits_for": st.waits_for,
         "submitted": sent,
+        "cluster": cluster_of(st.job_id),
+        "terminal": st.state.is_terminal,
     }
+
+
+def cluster_of(job_id: str) -> str:
+    """The cluster a job's id names (``gpu:123``: gpu; "" for the default one)."""
+    return job_id.rpartition(":")[0]
+
+
+def avoided_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes this user's jobs avoid (submitting/avoided.py): node, cluster, cause, the job, until when."""
+    return [{"node": e["node"], "cluster": e.get("cluster") or "", "cause": str(e.get("cause", "")),
+             "job": str(e.get("job", "")), "since": e.get("since"), "until": e["until"]} for e in entries]  # fmt: skip
 
 
 def node_state(component_state: Any, exit_code: Any) -> str:
@@ -82,6 +98,20 @@ def node_state(component_state: Any, exit_code: Any) -> str:
     if isinstance(exit_code, int):
         return "COMPLETED" if exit_code == 0 else "FAILED"
     return str(component_state)
+
+
+def time_limit_text(time_limit: str | None) -> str:
+    """The spec's ``time`` as Slurm reads it: ``90`` is 1 h 30 min."""
+    from ti_slurm.follow.progress import clock
+    from ti_slurm.slurm.text import time_seconds
+
+    if not time_limit:
+        return "the partition's"
+    try:
+        seconds = time_seconds(time_limit)
+    except ValueError:
+        return time_limit
+    return f"{time_limit} ({clock(seconds)})" if seconds else f"{time_limit} (none)"
 
 
 def settings(plan: Any) -> list[list[str]]:
@@ -100,7 +130,7 @@ def settings(plan: Any) -> list[list[str]]:
             rows.append([f"{comp.name} partition", str(comp.partition or plan.partition)])
         if comp.container is not None:
             rows.append([f"{comp.name} image", f"{comp.container.image} ({comp.container.runtime or 'site default'})"])
-    rows.append(["time limit", plan.time or "the partition's"])
+    rows.append(["time limit", time_limit_text(plan.time)])
     restart = []
     if plan.restart_in_place:
         restart.append(f"in place up to {plan.restart_in_place} time(s)")
@@ -112,6 +142,17 @@ def settings(plan: Any) -> list[list[str]]:
     if plan.code_commit:
         rows.append(["code", f"git {plan.code_commit[:12]}{' with changes' if plan.code_dirty else ''}"])
     return rows
+
+
+def compared_settings(plan: Any) -> list[list[str]]:
+    """What a comparison of runs sets side by side: :func:`settings`, the mode, the command, a sweep point's
+    parameters and the spec's environment."""
+    if plan is None:
+        return []
+    rows = [["mode", plan.mode], ["command", plan.command], *settings(plan)]
+    params = plan.env.get("TI_SLURM_PARAMS", "")
+    rows += [[f"env {k}", v] for k, v in sorted(plan.env.items()) if not k.startswith("TI_SLURM_")]
+    return [["parameters", params], *rows] if params else rows
 
 
 def job_page(job: Any, status: Any, usage: list[Any], plan: Any = None) -> dict[str, Any]:
@@ -146,7 +187,7 @@ def job_page(job: Any, status: Any, usage: list[Any], plan: Any = None) -> dict[
         "goodput": status.goodput,  # where its time went (core/goodput.py)
         "attempts": [a.__dict__ | {"start": attempt_start(status, a)} for a in status.attempts],
         "nodes": nodes,
-        "series": {u.label: {"node": u.node, "points": u.series} for u in usage},
+        "series": {u.label: {"node": u.node, "points": u.series, "started": u.started} for u in usage},
         "staging": status.staging,
         "batch_tail": status.batch_tail,
         "submitted": status.submitted or job.info.submitted or None,

@@ -40,18 +40,64 @@ async function getJSON(url) {
 }
 
 // -- the job list ------------------------------------------------------------------------------------
+const picked = new Set();  // the jobs ticked for a comparison (kept across the list's refreshes)
+function pickBox(job) {
+  const td = el("td");
+  if (job.state === "SWEEP") return td;
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.className = "pick";
+  box.checked = picked.has(job.id);
+  box.addEventListener("change", () => { if (box.checked) picked.add(job.id); else picked.delete(job.id); showPicked(); });
+  td.append(box);
+  return td;
+}
+function showPicked() {
+  const button = document.getElementById("compare");
+  button.disabled = picked.size < 2 || picked.size > 20;
+  button.textContent = `Compare selected (${picked.size})`;
+}
+
 function jobRow(job, point) {
   const tr = el("tr", null, point ? "point" : "");
+  tr.append(pickBox(job));
   const link = el("a", job.id);
   link.href = job.state === "SWEEP" ? `/sweep/${encodeURIComponent(job.id)}` : `/job/${encodeURIComponent(job.id)}`;
   const first = el("td");
   first.append(link);
-  tr.append(first, el("td", job.name), el("td", job.state, `state ${job.state}`), el("td", job.mode || ""),
-    el("td", job.nodes || ""), el("td", seconds(job.wait)), el("td", seconds(job.run)));
+  const sent = job.submitted ? new Date(job.submitted * 1000).toLocaleString() : "";
+  tr.append(first, el("td", job.name), el("td", job.state, `state ${job.state}`), el("td", sent, "when"),
+    el("td", job.cluster || ""), el("td", job.mode || ""), el("td", job.nodes || ""), el("td", seconds(job.wait)),
+    el("td", seconds(job.run)));
   const why = job.failed_node ? `${job.reason} (node ${job.failed_node})` : job.reason;
-  tr.append(el("td", job.waits_for ? `${why}; waits for ${job.waits_for}` : why));
+  tr.append(el("td", job.waits_for ? `${why}; waits for ${job.waits_for}` : why), rowActions(job));
   tr.dataset.job = job.id;
   return tr;
+}
+
+// a row's actions: its logs (the job's page, at its log), cancel while it may run, resubmit once it ended
+function rowActions(job) {
+  const td = el("td", null, "actions");
+  if (job.state === "SWEEP") return td;
+  const logs = el("a", "logs");
+  logs.href = `/job/${encodeURIComponent(job.id)}#log`;
+  td.append(logs);
+  const act = (label, path, question, done) => {
+    const button = el("button", label, `act-${label}`);
+    button.type = "button";
+    button.addEventListener("click", async () => {
+      if (!window.confirm(question)) return;
+      const res = await fetch(path, { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin" });
+      const answer = res.ok ? await res.json() : null;
+      document.getElementById("said").textContent = answer ? done(answer) : `${label} refused: ${res.status}`;
+      refreshList();
+    });
+    td.append(" ", button);
+  };
+  const id = encodeURIComponent(job.id);
+  if (!job.terminal) act("cancel", `/api/job/${id}/cancel`, `Cancel job ${job.id}? Its nodes stop now.`, () => `cancel of ${job.id} requested`);
+  else act("resubmit", `/api/job/${id}/resubmit`, `Submit job ${job.id} again, as it was planned? It becomes a new job.`, (a) => `${job.id} submitted again as ${a.resubmitted}`);
+  return td;
 }
 
 async function refreshList() {
@@ -72,7 +118,7 @@ async function refreshList() {
         toggle.type = "button";
         toggle.title = "its points";
         toggle.addEventListener("click", () => { tr.classList.toggle("open"); refreshList(); });
-        tr.firstChild.prepend(toggle);
+        tr.children[1].prepend(toggle);
         if (open.has(job.id)) for (const p of job.points) body.append(jobRow(p, true));
       }
     }
@@ -86,31 +132,99 @@ async function refreshList() {
 // -- charts: a small SVG line chart, one line per node -------------------------------------------------
 const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"];
 
-// lines: [{label, points: [[x, y]]}]; x is seconds since the start, or (opts.steps) a training step
+// lines: [{label, points: [[x, y]]}]; x is seconds since the start, or (opts.steps) a training step.
+// Axes with ticks; the values at the pointer on hover; drag across to zoom on a range, double-click for all of
+// it; opts.marks: [{x, text, level}] events drawn across the chart at their time.
+const zooms = {}, hovers = {};  // chart key -> the x range zoomed to; -> the x the pointer was last at
+const SVG = "http://www.w3.org/2000/svg";
+function svgEl(tag, attrs, cls, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (cls) e.setAttribute("class", cls);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function niceTicks(lo, hi, n = 5) {
+  const span = hi - lo || 1, raw = span / n, mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((st) => span / st <= n) || 10 * mag;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + span * 1e-9 && out.length < 12; v += step) out.push(+v.toPrecision(12));
+  return out;
+}
+function num(v) { const a = Math.abs(v); return a >= 1e5 || (a > 0 && a < 1e-3) ? v.toExponential(1) : String(+v.toPrecision(4)); }
+function nearest(points, t) {
+  let best = null;
+  for (const p of points) if (best === null || Math.abs(p[0] - t) < Math.abs(best[0] - t)) best = p;
+  return best;
+}
+
 function drawChart(svg, lines, unitMax, opts = {}) {
-  const W = 600, H = 160, P = 28;
+  const W = 600, H = 160, L = 46, R = 10, T = 8, B = 22;
+  const key = opts.key || svg.id;
   svg.replaceChildren();
+  svg.redraw = () => drawChart(svg, lines, unitMax, opts);
   const all = lines.flatMap((l) => l.points);
-  if (!all.length) { svg.append(svgText(opts.empty || "no samples yet (one every 5 s)", P, H / 2)); return; }
-  const tMin = opts.steps ? Math.min(...all.map((p) => p[0])) : 0;
-  const tMax = Math.max(...all.map((p) => p[0]), tMin + 1);
-  const yMin = Math.min(0, ...all.map((p) => p[1]));
-  const yMax = Math.max(unitMax || 0, ...all.map((p) => p[1]), yMin + (opts.steps ? 1e-9 : 1));
-  const axis = document.createElementNS("http://www.w3.org/2000/svg", "path");
-  axis.setAttribute("d", `M${P},${P / 2} V${H - P} H${W - 4}`);
-  axis.setAttribute("class", "axis");
-  const top = opts.steps ? yMax.toPrecision(3) : yMax.toFixed(0);
-  svg.append(axis, svgText(top, 2, P / 2 + 4), svgText(opts.steps ? `step ${tMax}` : seconds(tMax), W - 80, H - 8));
-  lines.forEach((line, i) => {
-    const path = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
-    const x = (t) => P + ((t - tMin) / (tMax - tMin)) * (W - P - 8);
-    const y = (v) => H - P - ((v - yMin) / (yMax - yMin)) * (H - 1.5 * P);
-    path.setAttribute("points", line.points.map((p) => `${x(p[0])},${y(p[1])}`).join(" "));
-    path.setAttribute("stroke", COLORS[i % COLORS.length]);
-    path.setAttribute("class", "line");
+  if (!all.length) { svg.append(svgText(opts.empty || "no samples yet (one every 5 s)", L, H / 2)); return; }
+  let tMin = opts.steps ? Math.min(...all.map((p) => p[0])) : 0;
+  let tMax = Math.max(...all.map((p) => p[0]), tMin + 1);
+  if (zooms[key]) [tMin, tMax] = zooms[key];
+  const shown = lines.map((l) => ({ label: l.label, points: l.points.filter((p) => p[0] >= tMin && p[0] <= tMax) }));
+  const seen = shown.flatMap((l) => l.points);
+  const ys = (seen.length ? seen : all).map((p) => p[1]);
+  const yMin = Math.min(0, ...ys);
+  const yMax = Math.max(unitMax || 0, ...ys, yMin + (opts.steps ? 1e-9 : 1));
+  const x = (t) => L + ((t - tMin) / (tMax - tMin)) * (W - L - R);
+  const y = (v) => H - B - ((v - yMin) / (yMax - yMin)) * (H - B - T);
+  const xText = (t) => (opts.steps ? num(t) : seconds(t));
+  for (const v of niceTicks(yMin, yMax, 4)) {
+    svg.append(svgEl("line", { x1: L, x2: W - R, y1: y(v), y2: y(v) }, "grid"));
+    svg.append(svgEl("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end" }, "tick y", num(v)));
+  }
+  for (const t of niceTicks(tMin, tMax, 6)) {
+    svg.append(svgEl("line", { x1: x(t), x2: x(t), y1: H - B, y2: H - B + 4 }, "axis"));
+    svg.append(svgEl("text", { x: x(t), y: H - 6, "text-anchor": "middle" }, "tick x", xText(t)));
+  }
+  svg.append(svgEl("path", { d: `M${L},${T} V${H - B} H${W - R}` }, "axis"));
+  for (const m of opts.marks || []) {
+    if (m.x < tMin || m.x > tMax) continue;
+    const mark = svgEl("line", { x1: x(m.x), x2: x(m.x), y1: T, y2: H - B }, `mark mark-${m.level}`);
+    mark.dataset.mark = m.text;
+    mark.append(svgEl("title", {}, "", m.text));
+    svg.append(mark);
+  }
+  shown.forEach((line, i) => {
+    const path = svgEl("polyline", { points: line.points.map((p) => `${x(p[0])},${y(p[1])}`).join(" "), stroke: COLORS[i % COLORS.length] }, "line");
     path.dataset.node = line.label;
     svg.append(path);
   });
+  const cursor = svgEl("line", { y1: T, y2: H - B, visibility: "hidden" }, "cursor");
+  const tip = svgEl("text", { y: T + 10, visibility: "hidden" }, "hover-tip");
+  svg.append(cursor, tip);
+  const at = (e) => { const r = svg.getBoundingClientRect(); return tMin + (((e.clientX - r.left) / r.width) * W - L) / (W - L - R) * (tMax - tMin); };
+  const hover = (t) => {
+    const near = shown.map((l) => [l.label, nearest(l.points, t)]).filter(([, p]) => p);
+    if (!near.length) return;
+    const t0 = near[0][1][0];
+    tip.textContent = `${opts.steps ? "step " : ""}${xText(t0)}: ${near.map(([lab, p]) => (shown.length > 1 ? `${lab} ` : "") + num(p[1])).join(", ")}`;
+    svg.dataset.hover = tip.textContent;
+    const px = x(t0);
+    for (const [k, v] of [["x1", px], ["x2", px], ["visibility", "visible"]]) cursor.setAttribute(k, v);
+    tip.setAttribute("x", px > W / 2 ? px - 6 : px + 6);
+    tip.setAttribute("text-anchor", px > W / 2 ? "end" : "start");
+    tip.setAttribute("visibility", "visible");
+  };
+  if (hovers[key] !== undefined) hover(hovers[key]);
+  let from = null;
+  svg.onmousemove = (e) => { hovers[key] = at(e); hover(hovers[key]); };
+  svg.onmouseleave = () => { delete hovers[key]; cursor.setAttribute("visibility", "hidden"); tip.setAttribute("visibility", "hidden"); delete svg.dataset.hover; };
+  svg.onmousedown = (e) => { from = at(e); e.preventDefault(); };
+  svg.onmouseup = (e) => {
+    const to = at(e);
+    if (from !== null && Math.abs(to - from) > (tMax - tMin) / 50) { zooms[key] = [Math.min(from, to), Math.max(from, to)]; svg.redraw(); }
+    from = null;
+  };
+  svg.ondblclick = () => { delete zooms[key]; svg.redraw(); };
+  svg.classList.toggle("zoomed", !!zooms[key]);
 }
 
 // a training scalar: a number, or "NaN", "Infinity", "-Infinity" (JSON has no such numbers); shown as such
@@ -133,7 +247,7 @@ function drawScalars(scalars) {
     const last = points.length ? ` (last: ${scalarText(points[points.length - 1][1])} at step ${points[points.length - 1][0]})` : "";
     figure.append(el("figcaption", `${tag}${last}`), svg);
     const drawn = points.filter((p) => Number.isFinite(scalarValue(p[1])));  // a NaN or Inf is said, not drawn
-    drawChart(svg, [{ label: tag, points: drawn }], 0, { steps: true, empty: "no points yet" });
+    drawChart(svg, [{ label: tag, points: drawn }], 0, { steps: true, empty: "no points yet", key: `scalar:${tag}` });
     return figure;
   }));
 }
@@ -148,6 +262,16 @@ function svgText(text, x, y) {
 // -- a job's page --------------------------------------------------------------------------------------
 const job = { id: document.body.dataset.job, logNode: "", logOffset: -1, terminal: false, lastEvents: 0, picked: false };
 
+// the events worth seeing on the time axis (an attempt's end, a restart, a signal, a straggler), at their time
+// since the series' start
+function faultMarks(events, series) {
+  const starts = series.map((s) => s.started).filter((t) => t);
+  if (!starts.length) return [];
+  const origin = Math.min(...starts);
+  const wanted = (ev) => ev.level !== "info" || (ev.event === "start" && !ev.text.startsWith("attempt 0 "));
+  return events.filter(wanted).map((ev) => ({ x: ev.time - origin, text: ev.text, level: ev.level }));
+}
+
 // a bar of where the job's time went: each part's share, its name and seconds on hover
 function showGoodput(spent) {
   const parts = ["queued", "starting", "productive", "lost", "recomputed"].filter((k) => spent[k] > 0);
@@ -161,6 +285,22 @@ function showGoodput(spent) {
     return part;
   }));
   bar.hidden = !total;
+}
+
+// a training's step of its total, its pace and when it ends (follow/progress.py), with a warning past the limit
+function showProgress(p) {
+  const section = document.getElementById("progress");
+  section.hidden = !p;
+  if (!p) return;
+  const share = p.fraction === null ? null : p.fraction * 100;
+  document.getElementById("progress-bar").style.width = share === null ? "0" : `${share}%`;
+  const parts = [p.total ? `step ${p.step} of ${p.total} (${share.toFixed(1)}%)` : `step ${p.step} (no total reported)`];
+  if (p.rate) parts.push(`${p.rate >= 1 ? p.rate.toFixed(2) : p.rate.toPrecision(2)} steps/s`);
+  if (p.left !== null) parts.push(`ends in ${seconds(p.left)} (at ${new Date(p.finish_at * 1000).toLocaleString()})`);
+  document.getElementById("progress-text").textContent = parts.join(", ");
+  const warning = document.getElementById("progress-warning");
+  warning.textContent = p.warning;
+  warning.hidden = !p.warning;
 }
 
 function showJob(data) {
@@ -179,6 +319,7 @@ function showJob(data) {
   const facts = [["submitted", submitted], ["submitted by", data.submitted_by], ["mode", data.mode], ["nodes", data.nodes.length], ["effective training time", effective], ["where the time went", went], ["code", data.code.commit ? `git ${data.code.commit.slice(0, 12)}${data.code.dirty ? " with changes" : ""}` : ""]];
   for (const [k, v] of facts) if (v) summary.append(el("dt", k), el("dd", v));
   showGoodput(spent);
+  showProgress(data.progress);
   document.getElementById("settings").replaceChildren(...data.settings.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
   const spec = document.getElementById("spec-text");
   if (spec.textContent !== (data.spec || "")) spec.textContent = data.spec || "";
@@ -222,10 +363,11 @@ function showJob(data) {
     select.value = job.logNode;
     showLogLinks();  // the log follows at the next poll (a second reader now would append its start twice)
   }
-  const series = Object.entries(data.series).map(([label, s]) => ({ label, node: s.node, points: s.points }));
-  drawChart(document.getElementById("chart-cpu"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[1]]) })), 100);
-  drawChart(document.getElementById("chart-mem"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[2] / 1048576]) })), 0);
-  drawChart(document.getElementById("chart-gpu"), series.filter((s) => s.points.some((p) => p[3].length)).map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], Math.max(0, ...p[3])]) })), 100);
+  const series = Object.entries(data.series).map(([label, s]) => ({ label, node: s.node, points: s.points, started: s.started }));
+  const marks = faultMarks(data.events, series);
+  drawChart(document.getElementById("chart-cpu"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[1]]) })), 100, { marks });
+  drawChart(document.getElementById("chart-mem"), series.map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], p[2] / 1048576]) })), 0, { marks });
+  drawChart(document.getElementById("chart-gpu"), series.filter((s) => s.points.some((p) => p[3].length)).map((s) => ({ label: s.label, points: s.points.map((p) => [p[0], Math.max(0, ...p[3])]) })), 100, { marks });
   const legend = document.getElementById("legend");
   legend.replaceChildren(...series.map((s, i) => { const sp = el("span", `${s.label} (${s.node})`, "key"); sp.style.setProperty("--c", COLORS[i % COLORS.length]); return sp; }));
   drawScalars(data.scalars || {});
@@ -319,6 +461,59 @@ function startJobPage() {
   every(POLL_MS, () => (document.getElementById("log-search").value ? null : followLog()));
 }
 
+// -- runs compared: one scalar of 2-20 jobs overlaid, their settings side by side ------------------------------
+async function refreshCompare(tag) {
+  const ids = document.body.dataset.jobs;
+  const data = await getJSON(`/api/compare?jobs=${encodeURIComponent(ids)}${tag ? `&tag=${encodeURIComponent(tag)}` : ""}`);
+  const select = document.getElementById("compare-tag");
+  if (select.options.length !== data.tags.length) select.replaceChildren(...data.tags.map((t) => new Option(t, t)));
+  select.value = data.tag;
+  document.getElementById("compare-caption").textContent = data.tag ? `${data.tag} by step` : "no TensorBoard scalars in these runs";
+  const lines = data.runs.map((r) => ({ label: r.id, points: r.points.filter((p) => Number.isFinite(scalarValue(p[1]))) }));
+  drawChart(document.getElementById("chart-compare"), lines, 0, { steps: true, empty: "no points yet", key: `compare:${data.tag}` });
+  document.getElementById("compare-legend").replaceChildren(...data.runs.map((r, i) => {
+    const sp = el("span", `${r.id} ${r.name} (${r.state})`, "key");
+    sp.style.setProperty("--c", COLORS[i % COLORS.length]);
+    return sp;
+  }));
+  const names = [...new Set(data.runs.flatMap((r) => Object.keys(r.settings)))];
+  const head = document.querySelector("#compare-settings thead tr");
+  head.replaceChildren(el("th", "setting"), ...data.runs.map((r) => el("th", r.id)));
+  document.querySelector("#compare-settings tbody").replaceChildren(...names.map((n) => {
+    const values = data.runs.map((r) => r.settings[n] ?? "");
+    const tr = el("tr", null, new Set(values).size > 1 ? "differs" : "");
+    tr.append(el("td", n), ...values.map((v) => el("td", v)));
+    tr.dataset.setting = n;
+    return tr;
+  }));
+}
+
+// -- the nodes your jobs avoid ---------------------------------------------------------------------------
+async function refreshNodes() {
+  const rows = await getJSON("/api/nodes");
+  const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "");
+  document.querySelector("#avoided tbody").replaceChildren(...rows.map((n) => {
+    const tr = el("tr");
+    const job = el("a", n.job);
+    job.href = `/job/${encodeURIComponent(n.job)}`;
+    const jobCell = el("td");
+    jobCell.append(job);
+    const release = el("button", "release", "act-release");
+    release.type = "button";
+    release.addEventListener("click", async () => {
+      if (!window.confirm(`Let your jobs use ${n.node} again?`)) return;
+      await fetch(`/api/nodes/${encodeURIComponent(n.node)}/release`, { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin" });
+      refreshNodes();
+    });
+    const last = el("td");
+    last.append(release);
+    tr.append(el("td", n.node), el("td", n.cluster), el("td", n.cause, `cause cause-${n.cause}`), jobCell, el("td", when(n.since)), el("td", when(n.until)), last);
+    tr.dataset.node = n.node;
+    return tr;
+  }));
+  document.getElementById("none").hidden = rows.length > 0;
+}
+
 // -- a sweep's page -------------------------------------------------------------------------------------
 const sweep = { id: document.body.dataset.sweep, sortBy: null, descending: false };
 
@@ -326,10 +521,13 @@ async function refreshSweep() {
   const data = await getJSON(`/api/sweep/${encodeURIComponent(sweep.id)}`);
   document.getElementById("name").textContent = data.name;
   const names = [...new Set(data.points.flatMap((p) => Object.keys(p.params)))];
+  const kind = document.getElementById("scalar-kind").value;  // each scalar's last or best value
+  const valuesOf = (p) => (kind === "best" ? p.best : p.scalars) || {};
   const tags = [...new Set(data.points.flatMap((p) => Object.keys(p.scalars || {})))].sort().slice(0, 6);
   const columns = [["point", (p) => p.index], ...names.map((n) => [n, (p) => p.params[n]]),
-    ["state", (p) => p.state], ["run time", (p) => p.run], ...tags.map((t) => [t, (p) => { const v = (p.scalars || {})[t]; return v === undefined ? null : scalarValue(v); }]),
+    ["state", (p) => p.state], ["run time", (p) => p.run], ...tags.map((t) => [kind === "best" ? `${t} (best)` : t, (p) => { const v = valuesOf(p)[t]; return v === undefined ? null : scalarValue(v); }]),
     ["reason", (p) => p.reason]];
+  document.getElementById("compare-points").href = `/compare?jobs=${encodeURIComponent(data.points.slice(0, 20).map((p) => p.id).join(","))}`;
   const head = document.querySelector("#points thead tr");
   head.replaceChildren(...columns.map(([label], i) => {
     const th = el("th", label);
@@ -348,7 +546,7 @@ async function refreshSweep() {
     link.href = `/job/${encodeURIComponent(p.id)}`;
     const first = el("td");
     first.append(link);
-    const scalarCells = tags.map((t) => { const v = (p.scalars || {})[t]; return el("td", v === undefined ? "" : scalarText(v), "scalar"); });
+    const scalarCells = tags.map((t) => { const v = valuesOf(p)[t]; return el("td", v === undefined ? "" : scalarText(v), "scalar"); });
     tr.append(first, ...names.map((n) => el("td", p.params[n])), el("td", p.state, `state ${p.state}`), el("td", seconds(p.run)), ...scalarCells, el("td", p.reason));
     return tr;
   }));
@@ -374,11 +572,23 @@ document.addEventListener("DOMContentLoaded", () => {
   if (document.body.dataset.page === "list") {
     document.getElementById("filters").addEventListener("input", refreshList);
     document.getElementById("filters").addEventListener("submit", (e) => e.preventDefault());
+    document.getElementById("compare").addEventListener("click", () => {
+      window.location.assign(`/compare?jobs=${encodeURIComponent([...picked].join(","))}`);
+    });
     refreshList();
     every(POLL_MS, refreshList);
   } else if (document.body.dataset.page === "job") {
     startJobPage();
+  } else if (document.body.dataset.page === "compare") {
+    const tag = () => document.getElementById("compare-tag").value;
+    document.getElementById("compare-tag").addEventListener("change", () => refreshCompare(tag()));
+    refreshCompare("");
+    every(5 * POLL_MS, () => refreshCompare(tag()));
+  } else if (document.body.dataset.page === "nodes") {
+    refreshNodes();
+    every(10 * POLL_MS, refreshNodes);
   } else if (document.body.dataset.page === "sweep") {
+    document.getElementById("scalar-kind").addEventListener("change", refreshSweep);
     refreshSweep();
     every(2 * POLL_MS, refreshSweep);
   }
