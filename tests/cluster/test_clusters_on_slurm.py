@@ -237,3 +237,37 @@ def test_a_pipeline_waits_on_the_cluster_of_the_jobs_it_names(tmp_path: Path, tw
     finally:
         run_cli("cancel", first_id, env=two_clusters)
     assert "CANCELLED" in run_cli("wait", second_id, env=two_clusters, timeout=120).stderr
+
+
+def test_the_console_lists_both_clusters_jobs_each_with_its_cluster_and_filters_by_one(
+    tmp_path: Path, two_clusters: dict[str, str]
+) -> None:
+    """One console over both clusters: a job on each (`old` through its slurmrestd, `new` through its
+    slurm.conf), each row with its cluster; the cluster filter shows one cluster's; a job's page on `old` shows
+    its nodes, read through slurmrestd and the shared filesystem."""
+    from tests.browser import browser_page, console_process, need_browser, shot
+
+    need_browser()
+    from playwright.sync_api import expect
+
+    ids = {}
+    for name in ("old", "new"):
+        res = run_cli("submit", spec(tmp_path, f"on-{name}", command="sleep 60"), "--cluster", name, env=two_clusters)
+        assert res.returncode == 0, res.stderr
+        ids[name] = res.stdout.strip()
+    try:
+        with console_process(tmp_path, two_clusters) as url, browser_page() as page:
+            page.goto(url)
+            for name, job in ids.items():
+                row = page.locator(f'#jobs tr[data-job="{job}"]')
+                expect(row.locator("td").nth(5)).to_have_text(name, timeout=15000)  # the cluster column
+            page.select_option('#filters select[name="cluster"]', "new")
+            expect(page.locator(f'#jobs tr[data-job="{ids["old"]}"]')).to_have_count(0, timeout=5000)
+            expect(page.locator(f'#jobs tr[data-job="{ids["new"]}"]')).to_have_count(1)
+            shot(page, "two-clusters", tmp_path)
+            page.goto(url.split("?")[0] + f"job/{ids['old']}")
+            expect(page.locator("#nodes tbody tr")).to_have_count(2, timeout=60000)
+            expect(page.locator("#state")).to_have_text("RUNNING", timeout=60000)
+    finally:
+        for job in ids.values():
+            run_cli("cancel", job, env=two_clusters)

@@ -5,6 +5,7 @@ through `--host` over a real sshd (the event files found and read there)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -128,3 +129,31 @@ def test_a_restart_in_place_and_a_requeue_on_the_timeline(tmp_path: Path, page: 
         expect(attempts.nth(1)).to_contain_text("-> requeued")
         expect(attempts.nth(2)).to_contain_text("COMPLETED")
         shot(page, "restarts", tmp_path)
+
+
+def test_a_slurm_job_stepping_every_second_shows_its_progress_and_estimated_finish(tmp_path: Path, page: Page) -> None:
+    """A 2-node job whose ranks write `STEP TOTAL` to their progress files every second, 600 steps in a job of
+    two minutes: its page shows the step of the total, the pace, when it would end, and that this is past the
+    limit, where restart: with signal: would save and requeue it."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "job.yaml").write_text(
+        f"name: progress-on-slurm\nmode: ddp\nnodes: 2\ntime: 2\noutput_dir: {tmp_path / 'out'}\n"
+        "restart: {max: 1}\nsignal: {name: USR2, before: 30}\n"
+        "command: 'for s in $(seq 1 600); do echo \"$s 600\" > \"$TI_SLURM_PROGRESS_FILE\"; sleep 1; done'\n"
+    )
+    with console_process(tmp_path, env) as url:
+        res = run_cli("submit", "job.yaml", cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr
+        job = res.stdout.strip()
+        try:
+            page.goto(url)
+            page.goto(url.split("?")[0] + f"job/{job}")
+            said = re.compile(r"^step \d+ of 600 \(\d+\.\d%\), [0-9.]+ steps/s, ends in ")
+            expect(page.locator("#progress-text")).to_contain_text(said, timeout=90000)
+            expect(page.locator("#progress-warning")).to_contain_text(
+                re.compile(r"after the job's time limit \(in .*\): every node gets SIGUSR2 30 s before it to save,"
+                           r" and the job is requeued to go on \(1 requeue\(s\) left\)")
+            )  # fmt: skip
+            shot(page, f"slurm-progress-{tmp_path.name}", tmp_path)
+        finally:
+            run_cli("cancel", job, cwd=tmp_path, env=env)

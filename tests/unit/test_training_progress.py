@@ -34,7 +34,7 @@ def test_the_pace_is_taken_over_the_steps_seen_and_starts_again_after_a_restart(
 
 
 def test_a_finish_past_the_time_limit_is_a_warning_saying_what_restart_will_do() -> None:
-    plan = SimpleNamespace(checkpoint_signal="USR2", signal_before=120, restart_max=2)
+    plan = SimpleNamespace(checkpoint_signal="USR2", signal_before=120, restart_max=2, restart_on=("timeout",))
     fits = estimate(1000, 10000, 10.0, now=0.0, deadline=3600.0, at_limit=at_the_limit(plan, 0))
     assert (fits.left, fits.finish_at, fits.warning) == (900.0, 900.0, "")
     late = estimate(1000, 10000, 1.0, now=0.0, deadline=3600.0, at_limit=at_the_limit(plan, 0))
@@ -43,7 +43,7 @@ def test_a_finish_past_the_time_limit_is_a_warning_saying_what_restart_will_do()
         "at this pace the training ends 1 h 30 min after the job's time limit (in 1 h 00 min): every node gets"
         " SIGUSR2 120 s before it to save, and the job is requeued to go on (2 requeue(s) left)"
     )
-    plain = SimpleNamespace(checkpoint_signal="", signal_before=0, restart_max=0)
+    plain = SimpleNamespace(checkpoint_signal="", signal_before=0, restart_max=0, restart_on=())
     assert "it is cut off there (TIMEOUT)" in estimate(0, 100, 0.01, 0.0, 60.0, at_the_limit(plain, 0)).warning
     assert estimate(5, None, 1.0, 0.0, 60.0, "").left is None  # no total: no finish to estimate
 

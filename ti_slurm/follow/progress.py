@@ -96,7 +96,7 @@ def estimate(step: float, total: float | None, rate: float | None, now: float, d
 
 def at_the_limit(plan: Any, requeues: int) -> str:
     """What happens to the job at its time limit, as its plan says."""
-    if plan is not None and plan.checkpoint_signal and plan.restart_max > requeues:
+    if plan is not None and plan.checkpoint_signal and plan.restart_max > requeues and "timeout" in plan.restart_on:
         left = plan.restart_max - requeues
         return (f"every node gets SIG{plan.checkpoint_signal} {plan.signal_before} s before it to save, and the job"
                 f" is requeued to go on ({left} requeue(s) left)")  # fmt: skip
