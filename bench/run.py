@@ -380,6 +380,58 @@ def case_console(repeat: int, tmp: Path, jobs: int = 10_000, nodes: int = 128) -
     ]  # fmt: skip
 
 
+def case_list_many(repeat: int, tmp: Path, sizes: tuple[int, ...] = (10_000, 100_000)) -> list[Row]:
+    """``ti-slurm list`` (the newest 20) over a registry of 10,000 and of 100,000 ended jobs: its time and its peak
+    memory (the process's maximum resident set), beside one of 100 jobs. The jobs shown have their records; the
+    older ones are registry entries only (nothing of them is read)."""
+    rows = []
+    for size in (100, *sizes):
+        home = tmp / f"list-{size}"
+        seed_registry(home, size)
+        env = {**os.environ, "XDG_STATE_HOME": str(home / "state")}
+        sh([TI, "list"], env=env)  # the first list of an older registry makes its index
+        took = median(lambda: sh([TI, "list"], env=env), repeat)  # noqa: B023 (called at once)
+        peak = peak_rss_mib([TI, "list"], env)
+        if size == 100:
+            small = took
+            continue
+        rows.append(Row(f"list: newest 20 of {size:,} ended jobs (time; peak {peak:.0f} MiB)", took, small,
+                        "the same over 100 jobs", "< 0.2 s, < 40 MiB", took < 0.2 and peak < 40,
+                        "read from the end of the registry's index"))  # fmt: skip
+        shutil.rmtree(home, ignore_errors=True)
+    return rows
+
+
+def peak_rss_mib(argv: list[str], env: dict[str, str]) -> float:
+    """The peak resident memory of one run of ``argv`` (MiB), as the kernel counted it."""
+    probe = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True);" \
+        " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # fmt: skip
+    return int(sh([sys.executable, "-c", probe, *argv], env=env).stdout) / 1024
+
+
+def seed_registry(home: Path, jobs: int, shown: int = 20) -> None:
+    """A registry of ``jobs`` ended local jobs as an older ti-slurm left it (no index); the newest ``shown`` with
+    their job records."""
+    from ti_slurm.core.paths import JobPaths
+
+    registry = home / "state" / "ti-slurm" / "jobs"
+    registry.mkdir(parents=True)
+    now = time.time() - 3600
+    for k in range(jobs):
+        job_id = f"local-{200000 + k}"
+        paths = JobPaths.of(str(home / "jobs"), job_id)
+        info = {"job_id": job_id, "name": f"job{k}", "backend": "local", "job_dir": paths.root, "state": "COMPLETED",
+                "submission": "s", "submitted": now + k / 1000}  # fmt: skip
+        (registry / f"{job_id}.json").write_text(json.dumps(info) + "\n")
+        if k >= jobs - shown:
+            Path(paths.root).mkdir(parents=True)
+            start = {"event": "start", "time": now + k, "submission": "s", "attempt": 0, "mode": "ddp",
+                     "components": [{"name": "ddp", "nodes": ["n1", "n2"]}]}  # fmt: skip
+            end = {"event": "end", "time": now + k + 60, "submission": "s", "attempt": 0, "state": "COMPLETED",
+                   "reason": "every required step exited 0"}  # fmt: skip
+            Path(paths.status).write_text(json.dumps(start) + "\n" + json.dumps(end) + "\n")
+
+
 def case_scalars(repeat: int, tmp: Path, copies: int = 10_000) -> list[Row]:
     """The console's training scalars: a 10 MB TensorBoard event file (PyTorch's SummaryWriter's records, 100,000
     scalars) read whole by ti-slurm's stdlib reader, one look of it (what a page refresh reads at most), and a look
@@ -1320,6 +1372,7 @@ def main() -> int:
     rows += case_supervisor()
     rows += case_usage_sampling(repeat, tmp)
     rows += case_console(repeat, tmp, 2_000 if args.quick else 10_000)
+    rows += case_list_many(repeat, tmp, (10_000,) if args.quick else (10_000, 100_000))
     rows += case_scalars(repeat, tmp)
     if not args.no_cluster:
         rows += case_submit(repeat, tmp)

@@ -356,6 +356,12 @@ def find_job(args: argparse.Namespace) -> Job:
 
 def find_sweep(args: argparse.Namespace) -> Any:
     """The sweep ``args.job`` names, when it is one of this account's (else ``None``: a job)."""
+    from ti_slurm.follow.registry import recall_sweep
+    from ti_slurm.routing import check_job_id
+
+    check_job_id(args.job)  # before it names a registry path
+    if not str(args.job).startswith("sweep-") and recall_sweep(args.job) is None:
+        return None  # a job: the sweeps' module (clusters, the user config's models) is not imported for it
     from ti_slurm.sweeps import get_sweep
 
     return get_sweep(args.job, host=args.host, **ssh_options(args))
@@ -459,13 +465,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     from ti_slurm.core.states import tally_line
     from ti_slurm.follow.status import in_state, job_groups
 
-    statuses = jobs(host=args.host, **ssh_options(args))
+    every = not args.limit or args.name or args.state or args.host  # a filter looks at every job
+    newest, older = (None if every else args.limit), 0
+    while True:  # the newest jobs until the newest --limit rows are whole (a sweep's points are one row)
+        statuses = jobs(host=args.host, newest=newest, **ssh_options(args))
+        groups = [
+            group
+            for group in job_groups(statuses)
+            if (not args.name or args.name in group[0].name) and (not args.state or in_state(group, args.state))
+        ]
+        if newest is None or len(groups) > args.limit or len(statuses) < newest:
+            break
+        newest *= 4
+    if newest is not None:  # the older jobs not read, counted from the registry's index (a sweep: its points)
+        from ti_slurm.follow.registry import recorded_count
+
+        older = max(0, recorded_count() - len(statuses)) if not args.host else 0
     rows: list[list[str]] = []  # newest first; a sweep is one row, its points under it with --points
-    groups = [
-        group
-        for group in job_groups(statuses)
-        if (not args.name or args.name in group[0].name) and (not args.state or in_state(group, args.state))
-    ]
     for group in groups[: args.limit or None]:
         head = group[0]
         if head.sweep:
@@ -475,7 +491,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append([head.job_id, head.name, str(head.state), head.reason])
     print_table(["JOB", "NAME", "STATE", "REASON"], rows)
     if args.limit and len(groups) > args.limit:
-        print(f"({len(groups) - args.limit} older not shown: --limit 0 shows all)")
+        hidden = len(groups) - args.limit + older
+        print(f"({hidden} older not shown: --limit 0 shows all)")
     if args.goodput:
         print(goodput_line([s for group in groups[: args.limit or None] for s in group]))
     return 0

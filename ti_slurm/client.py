@@ -24,7 +24,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ti_slurm.backends import Backend, JobInfo
 from ti_slurm.core.errors import ConfigError, SpecError, TiSlurmError, UnknownJobError
@@ -43,10 +43,12 @@ from ti_slurm.routing import (
     on_cluster_of,
     reach_job,
 )
-from ti_slurm.submitting.spec import JobSpec, load_spec, parse_spec, with_after
 
 # Lazy, said once: planning, rendering and the packager (jinja2, hashing) are imported by the calls that use them,
 # so following a job (`status`, `logs`, `list`, the console) never pays for them.
+
+if TYPE_CHECKING:  # the spec's models (pydantic) load only when a spec is read: `list`, `status`... never do
+    from ti_slurm.submitting.spec import JobSpec
 
 SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 """A spec file's path, a decoded spec document, or a validated :class:`JobSpec`."""
@@ -54,6 +56,8 @@ SpecLike: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | JobSpec"
 
 def load(spec: SpecLike) -> JobSpec:
     """A validated spec from a file path, a mapping, or a :class:`JobSpec`."""
+    from ti_slurm.submitting.spec import JobSpec, load_spec, parse_spec
+
     if isinstance(spec, JobSpec):
         return spec
     if isinstance(spec, str | os.PathLike):
@@ -121,6 +125,8 @@ def submit(
         raise ConfigError("--after" if after else "after", waits, NO_PIPELINES)
     job_spec, planned = to.spec, to.plan
     if after:
+        from ti_slurm.submitting.spec import with_after
+
         job_spec, planned = with_after(to.spec, after_on, when), None  # (auto plans the spec's own after:)
     info, synced = submit_to(
         to.backend, job_spec, submission, bool(to.host), sync, not queue_anyway, None, planned, to.cluster, avoided
@@ -305,11 +311,13 @@ def jobs(
     backend and host serves all the others, taken from another process's answer at most ``max_age`` seconds
     old (default :data:`~ti_slurm.follow.queue.SHARED_MAX_AGE`; a job submitted since is asked about anew).
     """
-    from ti_slurm.follow.registry import recall_all
+    from ti_slurm.follow.registry import recall_all, recall_newest
 
     check_host(host)
-    infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)  # oldest first
-    infos = infos[-newest:] if newest else infos
+    if newest:  # from the end of the registry's index: as fast over 100,000 recorded jobs as over 100
+        infos = recall_newest(newest, lambda j: not host or j.host == host)
+    else:
+        infos = sorted((j for j in recall_all() if not host or j.host == host), key=lambda j: j.submitted)
     out: list[JobStatus] = []
     options: dict[str, Any] = {"accept_new_host_key": accept_new_host_key, "ssh_config": ssh_config}
     for name, on_host, cluster in sorted({(j.backend, j.host, j.cluster) for j in infos}):

@@ -8,13 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ti_slurm.backends import Backend, JobInfo, get_backend
 from ti_slurm.core.choices import AUTO_CLUSTER
 from ti_slurm.core.errors import ConfigError, UnknownJobError
 from ti_slurm.core.plan import JobPlan
-from ti_slurm.submitting.spec import JobSpec
+
+if TYPE_CHECKING:  # the spec's models (pydantic): imported by what reads a spec, not by what follows jobs
+    from ti_slurm.submitting.spec import JobSpec
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,8 @@ def test_an_auto_sweep_spreads_its_points_where_each_starts_first_and_is_followe
     there (through slurmrestd, starting now), the rest to the 25.11 cluster; the sweep is followed, shown and
     cancelled across both."""
     with filled(island, len(island.nodes) - 2):
-        grid = spec(tmp_path, "spread", command="echo lr={lr} on $(hostname)")
+        # each point holds its nodes a while: one that ended before the next was placed would free them for it
+        grid = spec(tmp_path, "spread", command="sleep 8; echo lr={lr} on $(hostname)")
         res = run_cli("sweep", grid, "--cluster", "auto", "--param", "lr=1,2,3,4", "--wait", env=two_clusters)
         assert res.returncode == 0, res.stderr
         sweep = res.stdout.strip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,98 @@ def _load(path: Path, limit: int = MAX_RECORD) -> dict[str, Any] | None:
 
 
 def remember(info: JobInfo) -> None:
-    """Record a submitted job."""
-    _store(
-        state_dir(), info.ref, asdict(info) | {"state": info.state.value, "submitted": info.submitted or time.time()}
-    )
+    """Record a submitted job (a new one also at the end of the index of submissions)."""
+    folder = state_dir()
+    known = (folder / f"{info.ref}.json").exists()
+    submitted = info.submitted or time.time()
+    _store(folder, info.ref, asdict(info) | {"state": info.state.value, "submitted": submitted})
+    if not known:
+        _index(folder, submitted, info.ref)
+
+
+INDEX = "index"  # the registry's submissions, oldest first: one "<submitted>\t<job ref>" line each, appended
+INDEX_READ = 64 * 1024  # bytes of the index read at a time, from its end
+
+
+def _index(folder: Path, submitted: float, ref: str) -> None:
+    """Add a submission to the index (made from every record first when there is none: an older registry)."""
+    import os
+
+    if not (folder / INDEX).exists():
+        _rebuild_index(folder)
+        return  # the rebuilt index holds it
+    try:
+        fd = os.open(folder / INDEX, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return  # the records stay the truth: recall_newest falls back to them
+    try:  # one short line in one write: appends of several processes never interleave
+        os.write(fd, f"{submitted:.6f}\t{ref}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _rebuild_index(folder: Path) -> None:
+    lines = "".join(f"{info.submitted:.6f}\t{info.ref}\n" for info in sorted(recall_all(), key=lambda i: i.submitted))
+    tmp = folder / f".{INDEX}.{time.monotonic_ns()}.tmp"
+    tmp.write_text(lines, encoding="utf-8")
+    tmp.chmod(0o600)
+    tmp.replace(folder / INDEX)
+
+
+def recall_newest(count: int, wanted: Callable[[JobInfo], bool] = lambda info: True) -> list[JobInfo]:
+    """The newest ``count`` recorded jobs that are ``wanted``, oldest first, read from the end of the index: as
+    fast for a registry of 100,000 jobs as for one of 100 (a record since removed, or an index line that is no
+    record's, is passed over)."""
+    folder = state_dir()
+    if not folder.is_dir():
+        return []
+    if not (folder / INDEX).is_file():
+        _rebuild_index(folder)
+    found: list[JobInfo] = []
+    seen: set[str] = set()
+    for ref in _index_backwards(folder / INDEX):
+        if ref in seen:
+            continue
+        seen.add(ref)
+        info = recall(ref)
+        if info is not None and wanted(info):
+            found.append(info)
+            if len(found) == count:
+                break
+    return found[::-1]
+
+
+def recorded_count() -> int:
+    """How many jobs the registry's index holds (its lines: a few MB for 100,000 jobs, read in tens of ms)."""
+    count = 0
+    try:
+        with open_regular(str(state_dir() / INDEX)) as fh:
+            while block := fh.read(1 << 20):
+                count += block.count(b"\n")
+    except OSError:
+        return 0
+    return count
+
+
+def _index_backwards(path: Path) -> Iterator[str]:
+    """The job refs of the index, newest first (read a block at a time from its end)."""
+    try:
+        with open_regular(str(path)) as fh:
+            end = fh.seek(0, 2)
+            rest = b""
+            while end > 0:
+                start = max(0, end - INDEX_READ)
+                fh.seek(start)
+                block = fh.read(end - start) + rest
+                end = start
+                lines = block.split(b"\n")
+                rest = lines.pop(0) if start > 0 else b""  # a line cut at the block's start: read with the next
+                for line in reversed(lines):
+                    _, tab, ref = line.decode(errors="replace").partition("\t")
+                    if tab and ref:
+                        yield ref
+    except OSError:
+        return
 
 
 MAX_SWEEP_RECORD = 1 << 24  # a sweep's record: its points' parameters

@@ -1,0 +1,47 @@
+"""What following a job costs at the start of each command: `list`, `status`, `logs`, `wait` and `cancel` of a
+recorded job import none of the heavy packages only submitting needs (the spec's models, YAML, templates, SSH,
+the console)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("pydantic", "yaml", "jinja2", "paramiko", "starlette", "uvicorn")  # each tens to hundreds of ms
+PROBE = (
+    "import sys\nfrom ti_slurm.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    "print('MODULES', ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+)
+JOB = "local-424242"
+COMMANDS = [["list"], ["list", "--limit", "0"], ["status", JOB], ["logs", JOB], ["wait", JOB], ["cancel", JOB]]
+
+
+def recorded_job(home: Path) -> None:
+    """A local job that ended, as its run leaves it: its registry entry and its record."""
+    job_dir = home / "jobs" / JOB
+    job_dir.mkdir(parents=True)
+    nodes = [{"name": "ddp", "nodes": ["n"]}]
+    start = {"event": "start", "time": 1.0, "attempt": 0, "mode": "ddp", "components": nodes}
+    end = {"event": "end", "time": 2.0, "attempt": 0, "state": "COMPLETED", "reason": "every required step exited 0"}
+    (job_dir / "status.jsonl").write_text(json.dumps(start) + "\n" + json.dumps(end) + "\n")
+    registry = home / "state" / "ti-slurm" / "jobs"
+    registry.mkdir(parents=True)
+    entry = {"job_id": JOB, "name": "done", "backend": "local", "job_dir": str(job_dir), "state": "COMPLETED"}
+    (registry / f"{JOB}.json").write_text(json.dumps(entry))
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: " ".join(argv))
+def test_following_commands_import_nothing_heavy(tmp_path: Path, argv: list[str]) -> None:
+    recorded_job(tmp_path)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": root, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=env, cwd=tmp_path)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("MODULES ")), "")
+    assert line, done.stdout + done.stderr
+    loaded = set(line.split()[1:])
+    assert "ti_slurm" in loaded and not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
