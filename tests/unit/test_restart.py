@@ -395,6 +395,29 @@ def test_a_requeue_command_killed_by_the_requeue_itself_is_no_refusal() -> None:
     assert Scripted({"SLURM_JOB_ID": "7"}).requeue([]) == ""
 
 
+def test_a_requeue_killed_by_its_own_sigterm_excludes_the_blamed_node_before_it_waits() -> None:
+    """The requeue's SIGTERM leaves this step KillWait seconds (5 on the test cluster) before SIGKILL: the
+    exclusion goes first, before the wait for Slurm to show the job requeued (seen on CI: the wait took the
+    whole KillWait and the next attempt ran on the GPU that fell off the bus)."""
+    from ti_slurm.job.restart import SlurmControl
+
+    class Scripted(SlurmControl):
+        asked: list[list[str]] = []  # noqa: RUF012 (one instance)
+
+        def run(self, args: list[str]) -> tuple[int, str]:
+            self.asked.append(args[:2] + args[3:4])
+            if args[:2] == ["scontrol", "requeue"]:
+                return -15, ""
+            if args[:3] == ["scontrol", "-o", "show"]:
+                return 0, "JobId=7 JobState=PENDING Restarts=1"
+            return 0, ""
+
+    control = Scripted({"SLURM_JOB_ID": "7"})
+    assert control.requeue(["node02"]) == ""
+    assert control.asked[:3] == [["scontrol", "requeue"], ["scontrol", "update", "ExcNodeList=node02"],
+                                 ["scontrol", "-o", "job"]]  # fmt: skip (the exclusion, then the query)
+
+
 def test_every_restart_cause_has_the_state_its_attempt_ends_in() -> None:
     from ti_slurm.core.choices import RESTART_CAUSES
 

@@ -121,14 +121,20 @@ class SlurmControl:
         """
         if not already:
             code, out = self.run(["scontrol", "requeue", self.target])
+            if code < 0 and exclude:  # killed by the requeue's own SIGTERM: the requeue is done, and this step has
+                self.exclude(exclude)  # KillWait left (5 s on some sites): the exclusion first, not after the settle
             # refused because Slurm requeued it meanwhile (a node it found down: "Job is pending execution")
             already = "pending execution" in out or self.shows_requeued(settle=REQUEUE_SETTLE if code < 0 else 0)
             if code != 0 and not already:
                 return out.splitlines()[-1] if out else f"scontrol requeue exited {code}"
         if exclude:  # best effort: without it the next attempt may land on a lost node once it is back
-            for job_id in self.update_ids:
-                self.run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(sorted(set(exclude)))}"])
+            self.exclude(exclude)
         return ""
+
+    def exclude(self, nodes: list[str]) -> None:
+        """Keep the job's next attempt off ``nodes`` (each component's ``ExcNodeList``)."""
+        for job_id in self.update_ids:
+            self.run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(sorted(set(nodes)))}"])
 
     def disable_requeue(self) -> None:
         """No more requeues: the restarts are used up, so preemption or node failure ends the job."""
