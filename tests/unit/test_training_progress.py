@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ti_slurm.follow.progress import PaceSeen, at_the_limit, estimate, reported, tensorboard_progress
-from ti_slurm.ui.app import time_limit_at
+from ti_slurm.follow.progress import (
+    PaceSeen,
+    at_the_limit,
+    estimate,
+    reported,
+    tensorboard_progress,
+    time_limit_at,
+)
 
 
 def test_a_progress_file_says_its_step_and_maybe_its_total() -> None:

@@ -111,3 +111,23 @@ def clock(seconds: float) -> str:
     if seconds >= 60:
         return f"{round(seconds / 60)} min"
     return f"{round(seconds)} s"
+
+
+def time_limit_at(status: Any, plan: Any) -> float | None:
+    """When the job's allocation meets its time limit (seconds since the epoch): its start (the first attempt
+    of the latest allocation: restarts in place share it) plus the plan's ``time``; None when not known."""
+    from ti_slurm.slurm.text import time_seconds
+
+    if plan is None or not status.attempts:
+        return None
+    try:
+        limit = time_seconds(plan.time)
+    except ValueError:
+        return None
+    first = status.attempts[-1]
+    for earlier in reversed(status.attempts[:-1]):
+        if not earlier.in_place:
+            break
+        first = earlier
+    start = first.timeline.get("batch") or first.started
+    return start + limit if limit and start else None

@@ -129,7 +129,7 @@ class JobView:
             rate = self.pace.rate()
         plan = self.plan()
         requeues = sum(1 for a in status.attempts[:-1] if a.requeued and not a.in_place)
-        deadline = time_limit_at(status, plan)
+        deadline = training.time_limit_at(status, plan)
         return training.estimate(step, total, rate, now, deadline, training.at_the_limit(plan, requeues)).as_dict()
 
     def asked_anew(self) -> None:
@@ -151,26 +151,6 @@ def compared_ids(text: str) -> list[str]:
     return ids
 
 
-def time_limit_at(status: Any, plan: Any) -> float | None:
-    """When the job's allocation meets its time limit (seconds since the epoch): its start (the first attempt
-    of the latest allocation: restarts in place share it) plus the plan's ``time``; None when not known."""
-    from ti_slurm.slurm.text import time_seconds
-
-    if plan is None or not status.attempts:
-        return None
-    try:
-        limit = time_seconds(plan.time)
-    except ValueError:
-        return None
-    first = status.attempts[-1]
-    for earlier in reversed(status.attempts[:-1]):
-        if not earlier.in_place:
-            break
-        first = earlier
-    start = first.timeline.get("batch") or first.started
-    return start + limit if limit and start else None
-
-
 class Console:
     """The views of one console: the login it reads through (``host``: over SSH), its guard, and the jobs it
     follows (:class:`JobView`, the newest FOLLOWED_AT_MOST). Its backends are opened once for its life
@@ -189,13 +169,11 @@ class Console:
         an id that is no id, or no job of this user's, raises here (the error page, nothing else)."""
         with self.lock:
             found = self.views.get(job_id)
-        if found is None:
+        if found is None:  # made outside the lock: reaching the job may take a round trip to a login node
             from ti_slurm.client import get_job
 
-            made = JobView(handle or get_job(job_id, host=self.host, **self.ssh))
-            with self.lock:
-                found = self.views.setdefault(job_id, made)
-        with self.lock:
+            found = JobView(handle or get_job(job_id, host=self.host, **self.ssh))
+        with self.lock:  # another thread's view, made meanwhile, is kept; either is now the most recently used
             view: JobView = kept(self.views, job_id, lambda: found, FOLLOWED_AT_MOST)
         return view
 
