@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from ti_slurm import JobState
 from ti_slurm.follow.status import JobStatus
 from ti_slurm.job import usage as sampling
@@ -91,3 +93,13 @@ def test_a_multi_byte_log_followed_in_chunks_has_no_replacement_character(tmp_pa
     assert "\ufffd" not in shown and start["cut"]
     assert text.endswith(shown) and len(shown) > len(text) - 3000  # all that was appended, whole
     assert pages.log_chunk(job, None, "ddp-0", 1 << 62)["text"] == ""  # an offset past the end: nothing
+
+
+def test_a_comparison_of_fewer_than_2_or_more_than_20_jobs_is_one_line() -> None:
+    from ti_slurm.core.errors import ConfigError
+    from ti_slurm.ui.app import compared_ids
+
+    assert compared_ids(" 1, 2,1 ,3") == ["1", "2", "3"]  # each once, in order
+    for given in ("5", "5,5", ",".join(str(k) for k in range(21))):
+        with pytest.raises(ConfigError, match=r"^jobs: .*: compare 2 to 20 jobs: pick them in the list$"):
+            compared_ids(given)
