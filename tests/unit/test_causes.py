@@ -3,6 +3,8 @@ MindSpore/HCCL), the root among several failed nodes, and the restart decision t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ti_slurm.core.causes import CAUSES, Evidence, classify, compiled, restart_allowed, restart_word, root_of
@@ -171,3 +173,25 @@ def test_a_launchers_report_of_its_childs_exit_is_no_evidence() -> None:
     own = ["Traceback (most recent call last):", "NameError: name 'lsos' is not defined", *child_exits[1:]]
     found = classify(own, compiled())
     assert found is not None and (found.cause, found.number) == ("user_error", 2)
+
+
+def test_a_traceback_of_rays_own_daemon_on_a_worker_is_no_user_bug(tmp_path: Path) -> None:
+    """A Ray worker node runs Ray's daemons, not the start command: its traceback (a raylet that did not come up
+    on a loaded machine) is the runtime's, so `unknown` (retried under `failure`), never `user_error` (which stops
+    restarts); the same traceback on the head, which runs the command, is the user's."""
+    from tests.factories import job_plan
+    from ti_slurm.core.events import NodeExit
+    from ti_slurm.core.paths import JobPaths
+    from ti_slurm.job.supervisor.blame import failure_evidence
+
+    plan = job_plan("ray", ("head", 1), ("worker1", 1))
+    paths = JobPaths(str(tmp_path))
+    (tmp_path / "logs").mkdir()
+    said = "Traceback (most recent call last):\n  File \"node.py\", line 440\nException: The current node timed out\n"
+    for component in ("head", "worker1"):
+        with open(paths.node_log(component, 0), "w") as fh:
+            fh.write(said)
+        record = NodeExit(component, 0, f"{component}-host", 1, 1.0, 2.0)
+        root, _ = failure_evidence(plan, paths, {(component, 0): record})
+        assert root is not None and root.line == "Exception: The current node timed out"
+        assert root.cause == ("user_error" if component == "head" else "unknown"), component

@@ -47,3 +47,36 @@ def test_a_mode_turns_its_roles_into_components(doc: dict[str, object], names: l
     assert [c.name for c in plan.components] == names
     # hand-written scripts (ti-slurm exec) name the same components
     assert get_mode(plan.mode).component_names(len(names)) == names
+
+
+@pytest.mark.parametrize(("wait", "stopped", "runs"), [(300, False, 2), (0, False, 1), (300, True, 1)])
+def test_a_ray_worker_whose_daemons_fail_while_the_head_waits_starts_them_once_more(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], wait: int, stopped: bool, runs: int
+) -> None:
+    """Ray gives a raylet a fixed 30 s to register: on a loaded node the worker's `ray start` fails. Within the
+    head's wait for its nodes the worker starts Ray once more and records only the end; after that wait, or
+    after a stop signal (a cancel, an in-place restart), the failure is the node's at once."""
+    from tests.factories import job_plan
+    from ti_slurm.job import process
+    from ti_slurm.job.modes.ray import join_head
+
+    monkeypatch.setattr(process, "_stop_signals", {15} if stopped else set())
+
+    class Worker:
+        plan = job_plan("ray", ("head", 1), ("worker1", 1), rendezvous_timeout=wait)
+
+        def __init__(self) -> None:
+            self.env = {"TI_SLURM_RAY_TEMP_DIR": "/nonexistent/ti-ray"}
+            self.codes, self.recorded = [1, 0], []
+
+        def run_command(self, command: str, record: bool = True) -> int:
+            assert not record
+            return self.codes.pop(0)
+
+        def record(self, code: int) -> None:
+            self.recorded.append(code)
+
+    worker = Worker()
+    code = join_head(worker, "ray start --block")  # type: ignore[arg-type]
+    assert (code, worker.recorded, len(worker.codes)) == ((0, [0], 0) if runs == 2 else (1, [1], 1))
+    assert ("starting it once more" in capsys.readouterr().err) is (runs == 2)

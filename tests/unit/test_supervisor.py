@@ -103,6 +103,30 @@ def test_a_step_killed_while_its_node_starts_is_a_cancel_when_the_supervisors_si
     assert outcome.state is JobState.CANCELLED and outcome.reason == "received signal SIGTERM"
 
 
+def test_a_step_killed_while_its_node_starts_is_a_cancel_when_slurm_says_so_before_the_signal_comes(
+    tmp_path: Path,
+) -> None:
+    """On a loaded machine the batch step's SIGTERM may come after the settle time: the job Slurm shows
+    CANCELLED is a cancel all the same (a job Slurm still shows RUNNING is the step's failure)."""
+
+    class KilledStarting(FakeLauncher):
+        def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
+            return [Launch(component, plan.components[component].name, nodes, cast(Any, FakeProcess(1)))]
+
+    class Shows:
+        def __init__(self, state: str) -> None:
+            self.state = state
+
+        def show_job(self) -> dict[str, str]:
+            return {"JobState": self.state}
+
+    plan = job_plan("ddp", ("ddp", 1))
+    for state, expected in (("CANCELLED", JobState.CANCELLED), ("RUNNING", JobState.FAILED)):
+        launcher = KilledStarting(plan, tmp_path / state, {}, control=Shows(state))
+        outcome = Supervisor(plan, str(tmp_path / state), launcher, say=lambda text: None).run()
+        assert outcome.state is expected, (state, outcome)
+
+
 def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: Path) -> None:
     """Out of disk at the first event: nothing keeps running behind a broken supervisor."""
     plan = job_plan("mpi", ("mpi", 2))

@@ -87,8 +87,11 @@ class NodeRun(Record):
         contract = self.contract
         record_exit(self.job_dir, self.plan, self.component, contract.index, contract.node, code, self.started, error)
 
-    def run_command(self, command: str | None = None, guard: Callable[[], int | None] | None = None) -> int:
-        """Run ``command`` (default: this component's start command), record its exit code, return it.
+    def run_command(
+        self, command: str | None = None, guard: Callable[[], int | None] | None = None, record: bool = True
+    ) -> int:
+        """Run ``command`` (default: this component's start command), record its exit code (unless ``record`` is
+        False: the caller records what it decides), return it.
 
         ``guard`` may stop the command early (see :func:`ti_slurm.job.process.run_command`).
         The user's start command also gets the checkpoint signal, and the watchdog
@@ -115,7 +118,8 @@ class NodeRun(Record):
         noted = self.note_start if users or not self.contract.runs_command else None
         code = run_command(self.argv(command), self.env, workdir, plan.stop_grace, guard_all, forward, noted)
         watch.usage.finish()
-        self.record(code, watch.error)
+        if record:
+            self.record(code, watch.error)
         return code
 
     def note_start(self) -> None:

@@ -173,6 +173,7 @@ class CommandTree:
             self.kill_at = time.monotonic() + self.grace
 
     def stop_on(self, signum: int, frame: FrameType | None) -> None:
+        _stop_signals.add(signum)
         self.stop(signum)
 
     def overdue(self) -> bool:
@@ -320,6 +321,12 @@ def stop_trees(pids: Sequence[int], grace: float) -> None:
 
 
 _early_signals: set[int] = set()
+_stop_signals: set[int] = set()  # the stop signals a command of this process got (a cancel, a stop)
+
+
+def stop_heard() -> bool:
+    """Whether a stop signal (SIGTERM, SIGINT, SIGHUP) came while a command of this process ran."""
+    return bool(_stop_signals)
 
 
 def remember_signals(signals: Sequence[int]) -> None:

@@ -115,7 +115,9 @@ if TYPE_CHECKING:
         def image(self) -> ImageView | None: ...
         def argv(self, command: str) -> list[str]: ...
         def record(self, code: int, error: str = "") -> None: ...
-        def run_command(self, command: str | None = None, guard: Callable[[], int | None] | None = None) -> int: ...
+        def run_command(
+            self, command: str | None = None, guard: Callable[[], int | None] | None = None, record: bool = True
+        ) -> int: ...
 
 
 class JobLayout(Record):
@@ -162,13 +164,21 @@ class Rule(Record):
       the required ones finish; one that exits before then fails the job.
     - ``launcher_only``: the command runs on node 0 only; the other nodes stay
       allocated and reachable, and are not steps that can fail (Horovod).
+    - ``runtime_background``: the background components run the mode's runtime
+      (Ray's daemons), not the start command: what fails there is never the
+      user's own bug.
     """
 
     required: tuple[str, ...] | None = None
     launcher_only: bool = False
+    runtime_background: bool = False
 
     def is_required(self, component: str) -> bool:
         return self.required is None or component in self.required
+
+    def runs_runtime_only(self, component: str) -> bool:
+        """Whether ``component``'s nodes run the mode's runtime only (none of the user's command)."""
+        return self.runtime_background and not self.is_required(component)
 
 
 class Mode:

@@ -29,7 +29,7 @@ PORTS_PER_NODE = 16  # GCS, node manager, object manager, agents, client, metric
 class Ray(Mode):
     name = "ray"
     env_names = frozenset({"HEAD_ADDR", "HEAD_PORT", "RANK", "RAY_ADDRESS"})
-    rule = Rule(required=("head",))
+    rule = Rule(required=("head",), runtime_background=True)
     role_fields = ("head", "worker_groups")
     ports_per_node = PORTS_PER_NODE
     ports_per_job = (1 + MAX_WORKER_GROUPS) * PORTS_PER_NODE
@@ -127,10 +127,7 @@ class Ray(Mode):
                 print(f"ti-slurm: Ray head {head_addr}:{head_port} did not come up", file=sys.stderr, flush=True)
                 run.record(124)
                 return 124
-            try:
-                return run.run_command(_deaf(plan, ray_start_args(env, head=False, ray=ray)))
-            finally:
-                shutil.rmtree(env["TI_SLURM_RAY_TEMP_DIR"], ignore_errors=True)
+            return join_head(run, _deaf(plan, ray_start_args(env, head=False, ray=ray)))
         workdir = None if run.image is not None else plan.workdir or None
         head = start_group(run.argv(_deaf(plan, ray_start_args(env, head=True, ray=ray))), env, workdir)
         try:
@@ -156,6 +153,30 @@ class Ray(Mode):
 
 
 MODE = Ray()
+
+
+def join_head(run: NodeRunView, line: str) -> int:
+    """A worker: run Ray's daemons (``line``) until stopped, once more when they fail within the head's wait for
+    its nodes (Ray gives a raylet a fixed 30 s to register, too few on a loaded node); a later failure, a second
+    one, or one after a stop signal is the node's."""
+    import shutil
+    import time
+
+    from ti_slurm.job.process import stop_heard
+
+    temp, began = run.env["TI_SLURM_RAY_TEMP_DIR"], time.monotonic()
+    try:
+        code = run.run_command(line, record=False)
+        early = time.monotonic() - began < run.plan.rendezvous_timeout
+        if 0 < code <= 128 and early and not stop_heard():
+            print(f"ti-slurm: Ray did not start on this node (exit {code}): starting it once more",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            shutil.rmtree(temp, ignore_errors=True)
+            code = run.run_command(line, record=False)
+        run.record(code)
+        return code
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def ray_executable(path: str) -> str | None:

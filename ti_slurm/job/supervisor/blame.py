@@ -52,6 +52,9 @@ def failure_evidence(
 ) -> tuple[Evidence | None, list[Evidence]]:
     """The failed attempt's root cause and its consequences, from the failed nodes' logs (and srun's stderr for
     their launch: Slurm's OOM kill of a step is said there); (None, []) when no log says anything known."""
+    from ti_slurm.job.modes import get_mode
+
+    rule = get_mode(plan.mode).rule
     signatures = compiled(plan.failure_signatures)
     found: list[tuple[float, Evidence | None]] = []
     failed = [r for r in records.values() if r.exit_code != 0]
@@ -67,6 +70,8 @@ def failure_evidence(
         if from_slurm is not None and (evidence is None or from_slurm.cause == "host_oom"):
             evidence, label = from_slurm, f"{label} (srun)"
             evidence.number = 0
+        if evidence is not None and evidence.cause == "user_error" and rule.runs_runtime_only(record.component):
+            evidence.cause = "unknown"  # the runtime's traceback (a Ray daemon's), not the user's bug
         if evidence is not None:
             evidence.node, evidence.log = record.node, f"logs/{node_label(record.component, record.index)}.log"
             if label.endswith("(srun)"):

@@ -107,7 +107,9 @@ class HearsSignals:
         while self._cancel_signal is None and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS / 2)
         if self._cancel_signal is None:
-            return outcome
+            # a loaded machine may signal the batch step after the settle: Slurm's own word decides then
+            cancelled_now = self.control is not None and self.control.show_job().get("JobState") == "CANCELLED"
+            return cancelled(signal.SIGTERM) if cancelled_now else outcome
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return cancelled(self._cancel_signal)
