@@ -228,9 +228,14 @@ def ssh_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from ti_slurm.client import render
+    from ti_slurm.submitting.plancache import kept_script
 
-    sys.stdout.write(render(args.spec, python=args.python))
+    script = kept_script(args.spec, args.python)  # a spec seen before: no planning, not even the API's imports
+    if script is None:
+        from ti_slurm.client import render
+
+        script = render(args.spec, python=args.python, reuse_plan=True)
+    sys.stdout.write(script)
     return 0
 
 
@@ -252,7 +257,7 @@ def submit_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_submit(args: argparse.Namespace) -> int:
     from ti_slurm.client import submit
 
-    job = submit(args.spec, sync=args.sync, **submit_options(args))
+    job = submit(args.spec, sync=args.sync, reuse_plan=True, **submit_options(args))
     if job.placement:
         print(f"ti-slurm: {job.placement}", file=sys.stderr)
     if job.synced_files is not None:

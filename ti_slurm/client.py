@@ -35,6 +35,7 @@ from ti_slurm.follow.follower import RECORD_POLL_MAX, Follower, statuses_of
 from ti_slurm.follow.status import JobStatus
 from ti_slurm.follow.usage import NodeUsage
 from ti_slurm.routing import (
+    Target,
     after_ids,
     backend_of_group,
     check_host,
@@ -74,11 +75,26 @@ def plan(spec: SpecLike, *, python: str | None = None, remote: bool = False) -> 
     return plan_job(load(spec), remote=remote, python=python)
 
 
-def render(spec: SpecLike, *, python: str | None = None) -> str:
-    """The sbatch script ``submit`` would send (a dry run)."""
+def render(spec: SpecLike, *, python: str | None = None, reuse_plan: bool = False) -> str:
+    """The sbatch script ``submit`` would send (a dry run). ``reuse_plan``: as :func:`submit`'s."""
+    from ti_slurm.submitting import plancache
     from ti_slurm.submitting.script import render as render_plan
 
-    return render_plan(plan(spec, python=python))
+    path = path_of(spec) if reuse_plan else None
+    kept = plancache.kept_script(path, python) if path else None
+    if kept is not None:
+        return kept
+    made = plan(spec, python=python)
+    script = render_plan(made)
+    key = plancache.render_key(path, python) if path else None
+    if key:
+        plancache.keep(key, made, script, "")
+    return script
+
+
+def path_of(spec: SpecLike) -> str | None:
+    """The spec file's path, when ``spec`` names one."""
+    return os.fspath(spec) if isinstance(spec, str | os.PathLike) else None
 
 
 def submit(
@@ -93,44 +109,41 @@ def submit(
     after: Sequence[Job | str] = (),
     when: str = "ok",
     cluster: str | None = None,
+    reuse_plan: bool = False,
 ) -> Job:
     """Submit a job; return its handle once the scheduler has its id.
 
-    ``backend`` is ``"slurm"`` (the Slurm commands; the default unless the site
-    config's ``backend`` says otherwise), ``"pyslurm"`` (libslurm in this
-    process) or ``"local"`` (every node a process on this machine). ``host`` submits over SSH to a login
-    node (``host``, ``user@host[:port]`` or an ``~/.ssh/config`` alias); without
-    it, the spec's ``remote.host`` and then the user config's are used, unless
-    ``backend`` is given. ``sync`` uploads a directory's changed files to the
-    remote workdir first. A job that can never start on its partition as it
-    stands (more nodes or GPUs per node than it has, no such partition, a time
-    above its maximum) is refused with a :class:`SubmissionError` and nothing is
-    submitted, unless ``queue_anyway`` (say, for nodes about to be added). The
-    job is recorded so :func:`get_job` and :func:`jobs` find it later, from
-    this process or another. ``after`` (jobs or their ids) makes it a pipeline's next step: it starts once
-    they ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``. ``cluster`` names one
-    of the user config's clusters (docs/clusters.md), or ``"auto"``: the one that would start the job first
+    ``backend`` is ``"slurm"`` (the Slurm commands; the default unless the site config's ``backend`` says
+    otherwise), ``"pyslurm"`` (libslurm in this process) or ``"local"`` (every node a process on this machine).
+    ``host`` submits over SSH to a login node (``host``, ``user@host[:port]`` or an ``~/.ssh/config`` alias);
+    without it, the spec's ``remote.host`` and then the user config's are used, unless ``backend`` is given.
+    ``sync`` uploads a directory's changed files to the remote workdir first. A job that can never start on its
+    partition as it stands (more nodes or GPUs per node than it has, no such partition, a time above its
+    maximum) is refused with a :class:`SubmissionError` and nothing is submitted, unless ``queue_anyway`` (say,
+    for nodes about to be added). The job is recorded so :func:`get_job` and :func:`jobs` find it later, from
+    this process or another. ``after`` (jobs or their ids) makes it a pipeline's next step: it starts once they
+    ended ``when`` (``ok``, ``failed``, ``any``), in place of the spec's ``after:``. ``cluster`` names one of the
+    user config's clusters (docs/clusters.md), or ``"auto"``: the one that would start the job first
     (:attr:`Job.placement` says why); the spec's ``cluster:`` when neither it nor a backend or host is given.
+    ``reuse_plan`` (the CLI's way): a spec file seen before, every input unchanged, goes with the plan kept then
+    (:mod:`ti_slurm.submitting.plancache`).
     """
     check_host(host)
+    plain = reuse_plan and not (host or sync or after or cluster)
+    key, done = submit_kept(spec, backend, queue_anyway) if plain else (None, None)
+    if done is not None:
+        return done
     job_spec = load(spec)
     cluster = named_cluster(job_spec, cluster, backend, host)
     after_on, cluster = on_cluster_of(after_ids(after), cluster, backend or host)
     submission, avoided = uuid.uuid4().hex[:16], list[str]()
     to = choose_target(job_spec, cluster, backend, host, accept_new_host_key, ssh_config, submission)
-    waits = [getattr(a, "id", a) for a in after] or (to.spec.after.jobs if to.spec.after else [])
-    if waits and not to.backend.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
-        from ti_slurm.backends.local import NO_PIPELINES
-
-        raise ConfigError("--after" if after else "after", waits, NO_PIPELINES)
-    job_spec, planned = to.spec, to.plan
-    if after:
-        from ti_slurm.submitting.spec import with_after
-
-        job_spec, planned = with_after(to.spec, after_on, when), None  # (auto plans the spec's own after:)
+    job_spec, planned = pipeline_step(to, after, after_on, when)
+    keep = keeper(key, to.backend.name) if key and not (to.host or to.cluster or job_spec.code) else None
     info, synced = submit_to(
-        to.backend, job_spec, submission, bool(to.host), sync, not queue_anyway, None, planned, to.cluster, avoided
-    )
+        to.backend, job_spec, submission, bool(to.host), sync, not queue_anyway, None, planned, to.cluster, avoided,
+        keep,
+    )  # fmt: skip
     # stamped once the scheduler holds the job: a shared queue answer asked before then lacks it, and one whose
     # time is older than this is asked again (queue.SharedQueue), never read as "the job is gone"
     info.submitted = time.time()
@@ -140,6 +153,23 @@ def submit(
     submitted = Job(info, to.backend)
     submitted.synced_files, submitted.placement, submitted.avoided = synced, to.placement, avoided
     return submitted
+
+
+def pipeline_step(
+    to: Target, after: Sequence[Job | str], after_on: list[str], when: str
+) -> tuple[JobSpec, JobPlan | None]:
+    """The spec and plan (None: to be made) of a submit to ``to``: waiting for ``after`` (``after_on``: their
+    Slurm ids) in place of the spec's own ``after:``; refused where the backend has no queue to wait in."""
+    waits = [getattr(a, "id", a) for a in after] or (to.spec.after.jobs if to.spec.after else [])
+    if waits and not to.backend.queues_jobs:  # before the ids are checked: a local job's is no Slurm id
+        from ti_slurm.backends.local import NO_PIPELINES
+
+        raise ConfigError("--after" if after else "after", waits, NO_PIPELINES)
+    if not after:
+        return to.spec, to.plan
+    from ti_slurm.submitting.spec import with_after
+
+    return with_after(to.spec, after_on, when), None  # (auto plans the spec's own after:)
 
 
 def submit_to(
@@ -153,11 +183,13 @@ def submit_to(
     planned: JobPlan | None = None,
     cluster: str = "",
     said: list[str] | None = None,
+    keep: Callable[[JobPlan, str], None] | None = None,
 ) -> tuple[JobInfo, int | None]:
     """Plan (unless ``planned``: the job as ``--cluster auto`` planned it for this cluster), render and submit
     through ``backend``'s submit seam; the job, and how many files ``sync`` sent. ``shape`` makes the plan what
     is submitted (a sweep's array, or one of its points). The nodes this user's jobs on ``cluster`` avoid are
-    left out (:mod:`ti_slurm.submitting.avoided`), each said in a line appended to ``said``."""
+    left out (:mod:`ti_slurm.submitting.avoided`), each said in a line appended to ``said``; ``keep`` gets the
+    plan and script of a job that left none out (:mod:`ti_slurm.submitting.plancache`)."""
     from ti_slurm.submitting.planning import plan_job
     from ti_slurm.submitting.script import render as render_plan
 
@@ -176,13 +208,49 @@ def submit_to(
             job_plan = snapshot_plan(job_plan, spec.code, tuple(spec.code_ignore))
         if shape is not None:
             job_plan = shape(job_plan)
+        shaped = job_plan
         job_plan = leave_out_avoided(job_plan, backend, cluster, said)
         script = render_plan(job_plan)  # a remote code snapshot: the login node renders it once taken
+        if keep is not None and job_plan is shaped:
+            keep(job_plan, script)
     except BaseException:
         backend.abort_submit(begun)
         raise
     ignore = tuple(spec.code_ignore)
     return backend.finish_submit(begun, job_plan, script, check_fit=check_fit, code_ignore=ignore), synced
+
+
+def submit_kept(spec: SpecLike, backend: str | None, queue_anyway: bool) -> tuple[str | None, Job | None]:
+    """A plain submit of a spec file: its plan cache key (:mod:`ti_slurm.submitting.plancache`), and the job
+    submitted with the plan kept under it, when one is kept, what planning checked here still holds, and the
+    user's jobs leave no node out (those are said, so the whole path says them); else no job."""
+    from ti_slurm.submitting.plancache import key_of, recall
+
+    path = path_of(spec)
+    key = key_of(path, {"submit": True, "backend": backend}) if path else None
+    kept = recall(key) if key else None
+    if kept is None or not kept.still_holds():
+        return key, None
+    from ti_slurm.routing import open_backend
+    from ti_slurm.submitting.avoided import avoided_on
+
+    if avoided_on(""):
+        return key, None
+    chosen = open_backend(kept.backend)
+    submission = uuid.uuid4().hex[:16]
+    job_plan, script = kept.for_submission(submission)
+    info = chosen.finish_submit(chosen.begin_submit(submission, job_plan.python), job_plan, script, not queue_anyway)
+    info.submitted, info.cluster = time.time(), ""
+    info.command_line, info.spec_text = invoked_as(), spec_as_given(spec, None)
+    remember_job(info, chosen)
+    return key, Job(info, chosen)
+
+
+def keeper(key: str, backend: str) -> Callable[[JobPlan, str], None]:
+    """What keeps a plain submit's plan and script under ``key``, once made."""
+    from ti_slurm.submitting.plancache import keep
+
+    return lambda plan, script: keep(key, plan, script, backend)
 
 
 def leave_out_avoided(plan: JobPlan, backend: Backend, cluster: str, said: list[str] | None) -> JobPlan:
@@ -248,7 +316,7 @@ def invoked_as() -> str:
     return shlex.join(argv)[:4096]
 
 
-def spec_as_given(given: SpecLike, spec: JobSpec) -> str:
+def spec_as_given(given: SpecLike, spec: JobSpec | None) -> str:
     """The spec as the user gave it: a file's text, else (a mapping, a JobSpec) its settings as YAML."""
     text = ""
     if isinstance(given, str | os.PathLike):
@@ -257,7 +325,7 @@ def spec_as_given(given: SpecLike, spec: JobSpec) -> str:
                 text = fh.read(SPEC_TEXT_MOST * 2).decode(errors="replace")
         except OSError:
             text = ""
-    if not text:
+    if not text and spec is not None:
         import yaml
 
         text = yaml.safe_dump(spec.model_dump(mode="json", exclude_defaults=True), sort_keys=False, allow_unicode=True)

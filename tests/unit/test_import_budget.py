@@ -45,3 +45,19 @@ def test_following_commands_import_nothing_heavy(tmp_path: Path, argv: list[str]
     assert line, done.stdout + done.stderr
     loaded = set(line.split()[1:])
     assert "ti_slurm" in loaded and not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_render_of_a_spec_seen_before_imports_nothing_heavy(tmp_path: Path) -> None:
+    """The first render plans (the spec's models, YAML, the template); the next, every input unchanged, takes the
+    kept script and imports none of them."""
+    (tmp_path / "run").mkdir(mode=0o700)
+    (tmp_path / "job.yaml").write_text("mode: ddp\nnodes: 2\ncommand: hostname\n")
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "HOME": str(tmp_path), "PYTHONPATH": root, "PATH": "/usr/bin:/bin"}
+    loaded = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PROBE, "render", "job.yaml"], capture_output=True, text=True,
+                              env=env, cwd=tmp_path)  # fmt: skip
+        assert done.stdout.startswith("#!/bin/bash\n"), done.stdout + done.stderr
+        loaded.append(set(done.stdout.splitlines()[-1].split()[1:]) & set(HEAVY))
+    assert loaded == [{"pydantic", "yaml", "jinja2"}, set()]

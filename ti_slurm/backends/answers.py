@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -22,11 +21,9 @@ def cache_dir() -> str | None:
     """A private per-user directory for the shared answers (``$XDG_RUNTIME_DIR`` or the temp dir), or ``None``
     when there is none to be had: the cache is only an optimisation, and one another user could write (a
     ``/tmp/ti-slurm-<uid>`` made first by someone else) would let them say what state a job is in."""
-    from ti_slurm.core.files import private_dir
+    from ti_slurm.core.paths import runtime_dir
 
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    folder = os.path.join(base, f"ti-slurm-{os.getuid()}")
-    refused = private_dir(folder)
+    folder, refused = runtime_dir()
     if refused:
         _no_cache(refused)
         return None

@@ -45,6 +45,26 @@ STATUS = "status.jsonl"
 BATCH_OUTPUT = "slurm-%j.out"  # sbatch --output's pattern, in the output directory (%j: the job id)
 
 
+def runtime_dir() -> tuple[str, str | None]:
+    """This user's private runtime folder (``$XDG_RUNTIME_DIR/ti-slurm-<uid>``, else in the temp dir), made when
+    missing, and why it cannot be used (None when it can: a folder another user made first, or one others may
+    write, is never used)."""
+    import tempfile
+
+    from ti_slurm.core.files import private_dir
+
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = os.path.join(base, f"ti-slurm-{os.getuid()}")
+    return folder, private_dir(folder)
+
+
+def user_config_path() -> str:
+    """This user's own defaults: ``$XDG_CONFIG_HOME/ti-slurm/config.toml``, else ``~/.config/ti-slurm/config.toml``
+    (:mod:`ti_slurm.submitting.userconfig` reads it)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "ti-slurm", "config.toml")
+
+
 def state_home() -> str:
     """This user's ti-slurm state (``$XDG_STATE_HOME/ti-slurm``, else ``~/.local/state/ti-slurm``): the registry of
     jobs and sweeps, the nodes its jobs avoid."""

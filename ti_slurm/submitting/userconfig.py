@@ -35,6 +35,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from ti_slurm.core.choices import CLUSTER_NAME_PATTERN, NAMED_BACKENDS
 from ti_slurm.core.errors import ConfigError
+from ti_slurm.core.paths import user_config_path
 from ti_slurm.submitting.spec import Notifies, StrictModel, one_line
 
 PAGE = "docs/reference/user-config.md"
@@ -140,11 +141,6 @@ class UserConfig(StrictModel):
         if twice is not None:
             raise ValueError(f"two [[cluster]] tables are named {twice!r}")
         return self
-
-
-def user_config_path() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "ti-slurm", "config.toml")
 
 
 def parse_user_config(data: object, path: str) -> UserConfig:
