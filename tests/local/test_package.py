@@ -30,7 +30,9 @@ NEEDED = (
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("build", reason="python -m build: pip install build (the test extra has it)")
     out, tree = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("tree") / "ti-slurm"
-    leave_out = shutil.ignore_patterns(".git", "*cache*", "__pycache__", "*.egg-info", "build", "dist", ".venv", "site")
+    leave_out = shutil.ignore_patterns(
+        ".git", ".*_cache", "__pycache__", "*.egg-info", "build", "dist", ".venv", "site"
+    )  # (never "*cache*": submitting/plancache.py is the package's own)
     shutil.copytree(ROOT, tree, ignore=leave_out)  # built from a copy: nothing is written into the checkout
     done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(tree)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -52,6 +52,8 @@ def test_each_input_of_a_plan_is_in_its_key(home: Path, monkeypatch: pytest.Monk
     keys.append(plancache.key_of(str(home / "job.yaml"), {"backend": "rest"}))
     assert None not in keys and len(set(keys)) == len(keys)
     assert plancache.key_of(str(home / "gone.yaml"), {}) is None  # the full path says what is wrong
+    os.mkfifo(home / "fifo.yaml")
+    assert plancache.key_of(str(home / "fifo.yaml"), {}) is None  # read as no regular file, never waited on
 
 
 def test_a_change_to_any_file_that_plans_or_renders_is_a_new_key(

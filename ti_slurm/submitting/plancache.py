@@ -29,6 +29,7 @@ from ti_slurm.core.plan import JobPlan
 
 FORMAT = 1
 KEPT_MOST = 64  # entries kept; the oldest go first
+MOST_BYTES = 4 << 20  # a larger input is no spec or config: planned (and refused) the whole way
 STAMPED = ("core", "submitting", "submitting/templates", "slurm", "job/modes", "job/platforms")  # what plans
 ENV_PREFIXES = ("TI_SLURM_", "SLURM_", "XDG_")
 ENV_NAMES = ("PATH", "HOME")
@@ -130,13 +131,19 @@ def code_stamp() -> str:
 
 
 def _read(path: str, missing_ok: bool = False) -> bytes:
+    """A regular file's bytes (a FIFO or a device in its place is an ``OSError``, never a hang)."""
+    from ti_slurm.core.files import open_regular
+
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        with open_regular(path) as fh:
+            data = fh.read(MOST_BYTES + 1)
     except FileNotFoundError:
         if missing_ok:
             return b"(none)"
         raise
+    if len(data) > MOST_BYTES:
+        raise OSError(f"{path}: larger than any input kept plans are made of")
+    return data
 
 
 def plans_dir(make: bool = False) -> str | None:
