@@ -578,6 +578,65 @@ def case_console_queries(tmp: Path, seconds: int, pages: int = 10) -> list[Row]:
     ]  # fmt: skip
 
 
+def case_sweep_followers(tmp: Path, points: int, seconds: int, backend: str = "slurm") -> list[Row]:
+    """A ``points``-point sweep (one job array, most of it waiting) followed for ``seconds`` by ``ti-slurm wait``,
+    ``ti-slurm list`` every 10 s and an open console (its sweep page every 2 s, its list every 5 s) together,
+    through ``backend``: read-only controller RPCs (``sdiag``) per 30 s, which the user's shared answers are to
+    keep at one."""
+    import threading
+
+    if not installed("starlette"):
+        return [Row(f"sweep of {points} followed", -1.0, 0, "-", "info", True, "the ui extra is not installed")]
+    run = tmp / f"sweep-run-{backend}"
+    run.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp / f"sweep-state-{backend}"), "XDG_RUNTIME_DIR": str(run)}
+    spec = tmp / f"sweep-{backend}.yaml"
+    spec.write_text(f"mode: ddp\nnodes: 1\npartition: debug\noutput_dir: {tmp / 'sweep-out'}\n"
+                    f"command: sleep {seconds + 120}\n")  # fmt: skip
+    grid = tmp / f"points-{backend}.json"
+    grid.write_text(json.dumps([{"k": str(k)} for k in range(points)]))
+    sweep = sh([TI, "sweep", str(spec), "--points", str(grid), "--backend", backend], env=env).stdout.split()[0]
+    stop = time.monotonic() + seconds
+    try:
+        with console_server(env) as get:
+
+            def follow() -> None:
+                waiting = subprocess.Popen([TI, "wait", sweep], env=env, stderr=subprocess.DEVNULL)
+
+                def lister() -> None:
+                    while time.monotonic() < stop:
+                        subprocess.run([TI, "list"], env=env, capture_output=True, check=False)
+                        time.sleep(10)
+
+                def console() -> None:
+                    tick = 0
+                    while time.monotonic() < stop:
+                        with contextlib.suppress(OSError, ValueError):
+                            get(f"/api/sweep/{sweep}")
+                            if tick % 5 == 0:
+                                get("/api/jobs")
+                        tick += 2
+                        time.sleep(2)
+
+                threads = [threading.Thread(target=lister), threading.Thread(target=console)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                waiting.terminate()
+                waiting.wait()
+
+            queries, by_type = controller_queries(follow)
+    finally:
+        subprocess.run([TI, "cancel", sweep], env=env, capture_output=True, check=False)
+    per_30s = queries / (seconds / 30)
+    kinds = ", ".join(f"{k.removeprefix('REQUEST_')} {v}" for k, v in sorted(by_type.items())) or "none"
+    return [
+        Row(f"sweep of {points} points followed ({backend}): controller queries per 30 s", per_30s, 0.0, "-",
+            "<= 1", per_30s <= 1.0, f"wait + list every 10 s + a console, {seconds} s: {kinds}"),
+    ]  # fmt: skip
+
+
 def seed_console_jobs(home: Path, jobs: int, nodes: int) -> list[str]:
     """``jobs`` ended local jobs as their records are (registry entry, status.jsonl), the last one with ``nodes``
     nodes, a full usage series per node and a 1 GiB log (sparse: only its end is written)."""
@@ -1463,6 +1522,9 @@ def main() -> int:
         if not args.quick:  # long enough for the steady state: a query at most once a minute
             rows += case_controller_load(tmp, 4, 150)
         rows += case_console_queries(tmp, 60 if args.quick else 120)  # a shorter window is mostly the first asks
+        if not args.quick:  # 5 minutes each: the steady state of a large sweep's followers
+            rows += case_sweep_followers(tmp, 1000, 300)
+            rows += case_sweep_followers(tmp, 1000, 300, backend="rest")
         rows += case_ssh_submit(repeat, tmp)
         rows += case_submit_to_running(3 if args.quick else 9, tmp)  # Slurm's scheduling varies: 9 in full runs
         rows += case_job_start(1 if args.quick else 3, tmp)
