@@ -86,5 +86,5 @@ def write_answer(path: str, answer: dict[str, object]) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)  # a leftover of a killed process with this pid
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as fh:
-        json.dump(answer, fh)
+        fh.write(json.dumps(answer))  # in one go: json.dump encodes chunk by chunk in Python
     os.replace(tmp, path)

@@ -420,6 +420,19 @@ class Deadline:
 REFUSED_WORDS = ("auth", "token", "credential", "zero bytes were transmitted")
 
 
+def users_rest_table() -> dict[str, str]:
+    """The user config's ``[rest]`` keys that are set; {} without a user config (its models, pydantic, are then
+    never loaded: `list` and `status` through slurmrestd stay light)."""
+    from ti_slurm.core.paths import user_config_path
+
+    if not os.path.exists(user_config_path()):
+        return {}
+    from ti_slurm.submitting.userconfig import read_user_config
+
+    own = read_user_config().rest
+    return {key: value for key, value in (("url", own.url), ("token", own.token), ("ca_file", own.ca_file)) if value}
+
+
 def as_list(value: object) -> list[object]:
     """A node's state as a list: 22.05 says ``"idle"``, 25.11 ``["IDLE"]``."""
     return list(value) if isinstance(value, list) else [value]
@@ -471,12 +484,11 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
         import getpass
 
         from ti_slurm.core.site import load_site_config
-        from ti_slurm.submitting.userconfig import read_user_config
 
-        site, own = load_site_config(), read_user_config().rest  # the user's [rest] table over the site's keys
-        url = url if url is not None else own.url or site.rest_url
-        token_source = token_source if token_source is not None else own.token or site.rest_token
-        ca_file = ca_file if ca_file is not None else own.ca_file or site.rest_ca_file
+        site, own = load_site_config(), users_rest_table()  # the user's [rest] table over the site's keys
+        url = url if url is not None else own.get("url") or site.rest_url
+        token_source = token_source if token_source is not None else own.get("token") or site.rest_token
+        ca_file = ca_file if ca_file is not None else own.get("ca_file") or site.rest_ca_file
         self.client = RestClient(url, Tokens(token_source), user or getpass.getuser(), ca_file)
         self.transport = LocalTransport()  # the job's files: on the shared filesystem, as for the Slurm backend
         self.queue_key = self.client.url  # two servers' queues never share an answer

@@ -16,7 +16,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Protocol, TypeVar, runtime_checkable
 
 from ti_slurm.backends.answers import cache_dir, cache_key, write_answer
@@ -122,4 +122,5 @@ def _read(path: str) -> tuple[float, dict[str, JobInfo]]:
 
 
 def _write(path: str, taken: float, queued: dict[str, JobInfo]) -> None:
-    write_answer(path, {"time": taken, "jobs": {k: asdict(v) for k, v in queued.items()}})
+    names = [f.name for f in fields(JobInfo)]  # (dataclasses.asdict copies deeply: 10x slower on a large queue)
+    write_answer(path, {"time": taken, "jobs": {k: {n: getattr(v, n) for n in names} for k, v in queued.items()}})
