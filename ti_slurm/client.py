@@ -229,7 +229,7 @@ def submit_kept(spec: SpecLike, backend: str | None, queue_anyway: bool) -> tupl
     path = path_of(spec)
     key = key_of(path, {"submit": True, "backend": backend}) if path else None
     kept = recall(key) if key else None
-    if kept is None or not kept.still_holds():
+    if kept is None or not kept.plan.submission or not kept.still_holds():
         return key, None
     from ti_slurm.routing import open_backend
     from ti_slurm.submitting.avoided import avoided_on

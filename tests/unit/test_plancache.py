@@ -60,12 +60,14 @@ def test_a_change_to_any_file_that_plans_or_renders_is_a_new_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A working tree's version does not move with each edit: the files' sizes and times do."""
-    for folder in plancache.STAMPED:
-        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "submitting" / "templates").mkdir(parents=True)
+    (tmp_path / "submitting" / "__pycache__").mkdir()
     template = tmp_path / "submitting" / "templates" / "job.sh.j2"
     template.write_text("#!/bin/bash\n")
     monkeypatch.setattr(plancache, "PACKAGE", str(tmp_path))
     before = plancache.code_stamp()
+    (tmp_path / "submitting" / "__pycache__" / "plancache.cpython-311.pyc").write_text("compiled")
+    assert plancache.code_stamp() == before  # (Python's own caches are no source)
     template.write_text("#!/bin/bash\n# one more line\n")
     assert plancache.code_stamp() != before
 
@@ -77,6 +79,8 @@ def test_a_kept_plan_is_recalled_for_a_new_submission(home: Path) -> None:
     assert kept is not None and kept.backend == "slurm" and kept.still_holds()
     again, script = kept.for_submission(S2)
     assert again == plan.replace(submission=S2) and script == SCRIPT.replace(S1, S2) and S1 not in script
+    with pytest.raises(ValueError):  # a render's plan: no id to replace (an empty one is found everywhere)
+        plancache.KeptPlan(plan.replace(submission=""), SCRIPT, "").for_submission(S2)
     (home / "gone").mkdir()
     moved = plancache.KeptPlan(plan.replace(workdir=str(home / "gone")), SCRIPT, "slurm")
     os.rmdir(home / "gone")
