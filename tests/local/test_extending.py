@@ -27,7 +27,13 @@ def test_a_toy_mode_is_one_module_dropped_into_the_modes_folder(tmp_path: Path) 
     shutil.copytree(PACKAGE, tree / "ti_slurm", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(HERE / "extension" / "toy.py", tree / "ti_slurm" / "job" / "modes" / "toy.py")
     spec = tmp_path / "job.yaml"
-    command = 'echo "$TOY_ROLE at $TI_SLURM_COMPONENT: place $TOY_PLACE"; [ "$TOY_ROLE" = anchor ] || sleep 600'
+    marks = tmp_path / "ran"  # the anchor ends once both runners have said their place (then they are stopped)
+    marks.mkdir()
+    command = (
+        'echo "$TOY_ROLE at $TI_SLURM_COMPONENT: place $TOY_PLACE"; if [ "$TOY_ROLE" = anchor ]; then '
+        f'until [ "$(ls {marks} | wc -l)" -ge 2 ]; do sleep 0.1; done; else touch {marks}/"${{TOY_PLACE%% *}}"; '
+        "sleep 600; fi"
+    )
     spec.write_text(f"mode: toy\nnodes: 3\ncommand: {command!r}\noutput_dir: {tmp_path / 'out'}\n")
 
     assert cli(tree, tmp_path, "render", str(spec)).returncode == 0  # the spec knows the mode by its file

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ti_slurm.core.errors import ModeError
@@ -80,3 +82,29 @@ def test_a_ray_worker_whose_daemons_fail_while_the_head_waits_starts_them_once_m
     code = join_head(worker, "ray start --block")  # type: ignore[arg-type]
     assert (code, worker.recorded, len(worker.codes)) == ((0, [0], 0) if runs == 2 else (1, [1], 1))
     assert ("starting it once more" in capsys.readouterr().err) is (runs == 2)
+
+
+def test_the_heads_wait_for_its_nodes_asks_again_while_its_own_raylet_registers(tmp_path: Path) -> None:
+    """On a loaded node the GCS answers before the head's raylet has registered, and `ray.init` fails with
+    'Failed to connect to Ray cluster': the wait asks again until its timeout (a stand-in `ray` fails once)."""
+    import subprocess
+    import sys
+
+    from ti_slurm.job.modes.ray import WAIT_FOR_NODES
+
+    (tmp_path / "ray.py").write_text(
+        "import os\nMARK = os.path.join(os.path.dirname(__file__), 'tried')\n"
+        "def init(address, logging_level):\n"
+        "    if not os.path.exists(MARK):\n        open(MARK, 'w').close()\n"
+        "        raise ConnectionError('Failed to connect to Ray cluster at ' + address)\n"
+        "def nodes():\n    return [{'Alive': True}, {'Alive': True}]\n"
+        "def shutdown():\n    pass\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    waited = subprocess.run([sys.executable, "-c", WAIT_FOR_NODES, "10.0.0.1:6379", "2", "30"], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert waited.returncode == 0, waited.stderr
+    (tmp_path / "tried").unlink()
+    gave_up = subprocess.run([sys.executable, "-c", WAIT_FOR_NODES, "10.0.0.1:6379", "2", "0"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert gave_up.returncode == 1 and "Failed to connect to Ray cluster" in gave_up.stderr

@@ -240,8 +240,16 @@ WAIT_FOR_NODES = """
 import logging, sys, time
 import ray
 address, expected, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-ray.init(address=address, logging_level=logging.ERROR)
 deadline = time.monotonic() + timeout
+while True:  # the GCS answers before the head's own raylet has registered (a loaded node): ask again
+    try:
+        ray.init(address=address, logging_level=logging.ERROR)
+        break
+    except (ConnectionError, RuntimeError):
+        ray.shutdown()
+        if time.monotonic() >= deadline:
+            raise
+        time.sleep(1)
 alive = 0
 while time.monotonic() < deadline:
     alive = len([n for n in ray.nodes() if n.get("Alive")])
