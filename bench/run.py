@@ -208,13 +208,13 @@ def case_code_snapshot(tmp: Path, files: int = 10_000) -> list[Row]:
 
 # -- 3. CLI start ---------------------------------------------------------------------
 def case_cli_start(repeat: int, spec: Path) -> list[Row]:
-    """``render`` of a spec seen before (its kept plan: docs/running.md) and of one never seen (a new key
-    each time: an environment variable ti-slurm reads, changed)."""
+    """``render`` of a spec seen before (its kept plan: docs/running.md) and of one never seen (the same text
+    under a new path each time)."""
     base = median(lambda: sh([sys.executable, "-c", "pass"]), repeat)
     help_t = median(lambda: sh([TI, "--help"]), repeat)
     sh([TI, "render", str(spec)])  # seen once: kept
     warm = median(lambda: sh([TI, "render", str(spec)]), repeat)
-    cold = median(lambda: sh([TI, "render", str(spec)], env=cold_env()), repeat)
+    cold = median(lambda: sh([TI, "render", str(unseen(spec))]), repeat)
     floor = median(lambda: sh([sys.executable, "-c", IMPORT_FLOOR]), repeat)
     return [
         Row("ti-slurm --help", help_t, base, "python -c pass", "info", True),
@@ -225,13 +225,12 @@ def case_cli_start(repeat: int, spec: Path) -> list[Row]:
     ]  # fmt: skip
 
 
-_cold = [0]
-
-
-def cold_env(**extra: str) -> dict[str, str]:
-    """An environment no kept plan was made in (a variable ti-slurm reads, new each time): planned afresh."""
-    _cold[0] += 1
-    return dict(os.environ, TI_SLURM_BENCH_COLD=f"{os.getpid()}-{_cold[0]}", **extra)
+def unseen(spec: Path) -> Path:
+    """The spec under a path no plan was kept for (the same text): planned afresh, and nothing else changes (a
+    changed environment would reach the job, and the node's own checks it keeps)."""
+    copy = spec.with_name(f"{spec.stem}-unseen-{time.monotonic_ns()}{spec.suffix}")
+    copy.write_text(spec.read_text())
+    return copy
 
 
 # -- 9. scale -----------------------------------------------------------------------
@@ -699,7 +698,8 @@ def case_submit(repeat: int, tmp: Path) -> list[Row]:
     sh([TI, "submit", str(spec)], env=env)  # seen once: its plan kept
     for _ in range(repeat):  # alternating, so each sees the same machine
         tool.append(timed(lambda: sh([TI, "submit", str(spec)], env=env)))
-        cold.append(timed(lambda: sh([TI, "submit", str(spec)], env=cold_env(XDG_STATE_HOME=state))))
+        fresh_spec = unseen(spec)
+        cold.append(timed(lambda fresh=fresh_spec: sh([TI, "submit", str(fresh)], env=env)))
         base.append(timed(lambda: sh(["sbatch", "--parsable", str(script)])))
         if with_submitit:
             peer.append(timed(lambda: sh([sys.executable, "-c", SUBMITIT_SUBMIT, str(tmp / "submitit")])))
@@ -765,7 +765,8 @@ def case_submit_to_running(repeat: int, tmp: Path) -> list[Row]:
     kept, fresh, peer = [], [], []
     for k in range(repeat + 1):  # alternating; the first, seen once, keeps the plan (and is left out)
         kept.append(to_running(tmp / f"kept-{k}", [TI, "submit", str(spec)], dict(os.environ, XDG_STATE_HOME=state)))
-        fresh.append(to_running(tmp / f"fresh-{k}", [TI, "submit", str(spec)], cold_env(XDG_STATE_HOME=state)))
+        fresh.append(to_running(tmp / f"fresh-{k}", [TI, "submit", str(unseen(spec))], dict(os.environ,
+                                XDG_STATE_HOME=state)))  # fmt: skip
         peer.append(to_running(tmp / f"submitit-{k}", theirs, dict(os.environ)))
     tool, cold, them = (statistics.median(x[1:]) for x in (kept, fresh, peer))
     return [
