@@ -230,11 +230,11 @@ def ssh_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_render(args: argparse.Namespace) -> int:
     from ti_slurm.submitting.plancache import kept_script
 
-    script = kept_script(args.spec, args.python)  # a spec seen before: no planning, not even the API's imports
+    key, script = kept_script(args.spec, args.python)  # a spec seen before: no planning, not even the API's imports
     if script is None:
-        from ti_slurm.client import render
+        from ti_slurm.client import render_and_keep
 
-        script = render(args.spec, python=args.python, reuse_plan=True)
+        script = render_and_keep(args.spec, args.python, key)
     sys.stdout.write(script)
     return 0
 

@@ -77,18 +77,22 @@ def plan(spec: SpecLike, *, python: str | None = None, remote: bool = False) -> 
 
 def render(spec: SpecLike, *, python: str | None = None, reuse_plan: bool = False) -> str:
     """The sbatch script ``submit`` would send (a dry run). ``reuse_plan``: as :func:`submit`'s."""
-    from ti_slurm.submitting import plancache
-    from ti_slurm.submitting.script import render as render_plan
+    from ti_slurm.submitting.plancache import kept_script
 
     path = path_of(spec) if reuse_plan else None
-    kept = plancache.kept_script(path, python) if path else None
-    if kept is not None:
-        return kept
+    key, kept = kept_script(path, python) if path else (None, None)
+    return kept if kept is not None else render_and_keep(spec, python, key)
+
+
+def render_and_keep(spec: SpecLike, python: str | None, key: str | None) -> str:
+    """Plan and render ``spec``; the plan and script kept under ``key`` when there is one (render's own)."""
+    from ti_slurm.submitting.plancache import keep
+    from ti_slurm.submitting.script import render as render_plan
+
     made = plan(spec, python=python)
     script = render_plan(made)
-    key = plancache.render_key(path, python) if path else None
     if key:
-        plancache.keep(key, made, script, "")
+        keep(key, made, script, "")
     return script
 
 

@@ -69,11 +69,12 @@ def render_key(spec_path: str, python: str | None) -> str | None:
     return key_of(spec_path, {"render": True, "python": python})
 
 
-def kept_script(spec_path: str, python: str | None) -> str | None:
-    """The script ``render`` made of this spec file when every input was as it is now; None when there is none."""
+def kept_script(spec_path: str, python: str | None) -> tuple[str | None, str | None]:
+    """``render``'s key for this spec file, and the script kept under it when every input is as it was then (None
+    when there is none: the caller plans, and keeps what it renders under that key)."""
     key = render_key(spec_path, python)
     kept = recall(key) if key else None
-    return kept.script if kept is not None and kept.still_holds() else None
+    return key, kept.script if kept is not None and kept.still_holds() else None
 
 
 def _fits(plan: JobPlan, script: str) -> bool:
@@ -191,7 +192,7 @@ def recall(key: str) -> KeptPlan | None:
 def keep(key: str, plan: JobPlan, script: str, backend: str) -> None:
     """Keep ``plan`` and its ``script`` under ``key`` (at most :data:`KEPT_MOST` kept); a cache that cannot be
     written is no reason to fail a submit."""
-    import tempfile
+    from ti_slurm.core.files import write_atomic
 
     if not _fits(plan, script):
         return
@@ -200,10 +201,7 @@ def keep(key: str, plan: JobPlan, script: str, backend: str) -> None:
         return
     data = {"format": FORMAT, "key": key, "backend": backend, "plan": plan.to_json(), "script": script}
     try:
-        fd, temp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(temp, os.path.join(folder, f"{key}.json"))
+        write_atomic(os.path.join(folder, f"{key}.json"), json.dumps(data), 0o600)
         _prune(folder)
     except OSError:
         pass
