@@ -986,10 +986,7 @@ def case_container_start(repeat: int, tmp: Path) -> list[Row]:
         from tests.testcluster import this_cluster
 
         state = this_cluster().state
-        srun = (
-            f"srun --container-image={IMAGES / 'base.sqsh'} "
-            f"--container-mounts={{dir}}:{{dir}},{state}:{state}"
-        )
+        srun = f"srun --container-image={IMAGES / 'base.sqsh'} --container-mounts={{dir}}:{{dir}},{state}:{state}"
         by_hand.append(baseline_to_command(tmp / f"image-hand-{i}", srun))
     bare, pyxis, oci, hand = (statistics.median(x) for x in (times["bare"], times["pyxis"], times["oci"], by_hand))
     return [
@@ -1049,6 +1046,17 @@ def wait_for_file(path: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def read_mark(path: Path, timeout: float = 30) -> str:
+    """The line a running job's shell writes into a mark file (``date > mark``): the shell creates the file
+    before it writes, so a mark that exists may still be empty; wait for its whole line."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text()
+        if text.endswith("\n") or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
 
 
 def case_requeue(repeat: int, tmp: Path) -> list[Row]:
@@ -1113,9 +1121,7 @@ def node_fault_requeue(tmp: Path, tag: str, expedited: bool) -> float:
     job = sh([TI, "submit", str(spec)], env=env).stdout.split()[0]
     for index in range(2):
         wait_for_file(marks / f"run-1-{index}", timeout=180)
-    took = max(float((marks / f"run-1-{index}").read_text()) for index in range(2)) - float(
-        (marks / "failed").read_text()
-    )
+    took = max(float(read_mark(marks / f"run-1-{index}")) for index in range(2)) - float(read_mark(marks / "failed"))
     subprocess.run(["scancel", job], check=False)
     return took
 
@@ -1157,8 +1163,8 @@ def in_place_restart(tmp: Path, tag: str, nodes: int = 4, partition: str = "") -
     job = sh([TI, "submit", str(spec)], env=env).stdout.split()[0]
     for index in range(nodes):
         wait_for_file(marks / f"run-1-{index}", timeout=120)
-    tool = max(float((marks / f"run-1-{index}").read_text()) for index in range(nodes))
-    tool -= float((marks / "failed").read_text())
+    tool = max(float(read_mark(marks / f"run-1-{index}")) for index in range(nodes))
+    tool -= float(read_mark(marks / "failed"))
     subprocess.run(["scancel", job], check=False)
     wait_gone(job)
     by_hand = (
@@ -1198,14 +1204,14 @@ def killed_and_rerun(marks: Path, job: str, nodes: int, after: int | None = None
     to the command running again on every node (``run-1-<index>``) of ``after`` (default: as many)."""
     for index in range(nodes):
         wait_for_file(marks / f"run-0-{index}")
-    node = (marks / "run-0-1").read_text().split()[1]
+    node = read_mark(marks / "run-0-1").split()[1]
     killed = time.time()
     sh([NODE_FAULT, "kill", node])
     again = range(nodes if after is None else after)
     try:
         for index in again:
             wait_for_file(marks / f"run-1-{index}", timeout=120)
-        return max(float((marks / f"run-1-{index}").read_text().split()[0]) for index in again) - killed
+        return max(float(read_mark(marks / f"run-1-{index}").split()[0]) for index in again) - killed
     finally:
         subprocess.run(["scancel", job], check=False)
         sh([NODE_FAULT, "revive", node])  # first: a job may not end while its lost node is still down
