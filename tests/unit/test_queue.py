@@ -87,6 +87,27 @@ def test_followers_share_one_query_per_interval(tmp_path: Path, monkeypatch: pyt
     assert backend.calls == 2
 
 
+def test_a_list_every_10_s_asks_the_controller_once_per_30_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-shot ``list``/``status`` (``statuses_of`` with its default age) in a ``watch -n 10``: over two minutes
+    the controller is asked at most once per 30 s, and a pending job cancelled meanwhile shows it within 30 s."""
+    from ti_slurm.follow import queue
+    from ti_slurm.follow.follower import statuses_of
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    clock = [1000.0]
+    monkeypatch.setattr(queue.time, "time", lambda: clock[0])
+    backend = CountingSlurm()
+    jobs = [JobInfo("1", "a", "slurm"), JobInfo("2", "b", "slurm")]
+    seen = []
+    for _ in range(13):  # 0, 10, ... 120 s
+        seen.append(statuses_of(backend, "", jobs)[1].state)
+        if clock[0] == 1040.0:
+            del backend.jobs["2"]  # the pending job cancelled by hand: it left the queue
+        clock[0] += 10
+    assert backend.calls == 4  # at 0, 40, 80, 120 s: an answer is taken until it is 30 s old
+    assert seen[4] is JobState.PENDING and seen[8] is not JobState.PENDING  # asked at 80 s: gone
+
+
 def test_a_job_submitted_after_the_shared_answer_is_asked_about(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,7 +26,8 @@ from ti_slurm.core.states import JobState
 FOLLOW_FIRST = 2.0  # seconds before a follower first asks the queue again ...
 FOLLOW_MAX = 60.0  # ... backing off to about once a minute
 RECORD_STALE = 150.0  # a running job's record silent this long (its supervisor writes a line a minute): ask
-SHARED_MAX_AGE = 5.0  # a one-shot `status`/`list` takes an answer this fresh from another process
+SHARED_MAX_AGE = 30.0  # a one-shot `status`/`list` takes an answer this fresh from another process (a controller
+# query per 30 s at most for all of a user's followers; a job submitted since, or cancelled by ti-slurm, is fresh)
 
 
 class Settles(Protocol):
