@@ -149,6 +149,23 @@ def test_the_api_through_slurmrestd(tmp_path: Path, no_slurm: NoSlurmCommands) -
     assert no_slurm.called() == []
 
 
+def test_the_queue_asked_again_through_slurmrestd_asks_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real slurmrestd's "nothing changed since" (22.05: a 304; 25.11: an empty list and its warning) is
+    read as such, and 25.11's answer carries the mark to ask with; 22.05's carries none (asked whole)."""
+    from ti_slurm.backends.rest import RestBackend
+
+    monkeypatch.setenv("SLURM_JWT", new_token())
+    backend = RestBackend(rest_url(), "env")
+    queued, mark = backend.user_queue_since(0)
+    assert queued is not None
+    if this_cluster().version == "22.05":
+        assert mark == 0
+    else:
+        assert time.time() - 600 < mark <= time.time() + 5  # the server's time of its answer
+    future = int(time.time()) + 3600  # no job can have changed after it
+    assert backend.user_queue_since(future) == (None, future)
+
+
 def test_a_refused_token_is_one_line_saying_how_to_get_one(tmp_path: Path, no_slurm: NoSlurmCommands) -> None:
     token = new_token()
     env = no_slurm.env(token[:-4] + "AAAA", TI_SLURM_CONFIG=rest_site(tmp_path))  # its signature broken

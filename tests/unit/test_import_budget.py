@@ -5,6 +5,7 @@ the console)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,33 @@ def test_render_of_a_spec_seen_before_imports_nothing_heavy(tmp_path: Path) -> N
         assert done.stdout.startswith("#!/bin/bash\n"), done.stdout + done.stderr
         loaded.append(set(done.stdout.splitlines()[-1].split()[1:]) & set(HEAVY))
     assert loaded == [{"pydantic", "yaml", "jinja2"}, set()]
+
+
+def test_list_through_slurmrestd_with_a_shared_answer_imports_no_http(tmp_path: Path) -> None:
+    """A `list` (in a `watch`, beside a console) that takes another process's fresh queue answer of slurmrestd
+    makes no request, so imports no HTTP, TLS or proxy code (http.client alone is 25 ms)."""
+    import os
+    import time
+
+    from ti_slurm.backends.answers import cache_key
+
+    (tmp_path / "run").mkdir(mode=0o700)
+    url = "http://127.0.0.1:9"  # nothing answers there: a request would fail the command
+    (tmp_path / "site.toml").write_text(f'backend = "rest"\nrest_url = "{url}"\n')
+    registry = tmp_path / "state" / "ti-slurm" / "jobs"
+    registry.mkdir(parents=True)
+    entry = {"job_id": "77", "name": "waits", "backend": "rest", "state": "PENDING", "submitted": time.time() - 60}
+    (registry / "77.json").write_text(json.dumps(entry))
+    shared = tmp_path / "run" / f"ti-slurm-{os.getuid()}"
+    shared.mkdir(mode=0o700)
+    queued = {"job_id": "77", "name": "waits", "backend": "rest", "state": "PENDING", "reason": "Priority"}
+    answer = {"time": time.time(), "mark": 0, "jobs": {"77": queued}}
+    (shared / f"queue-{cache_key('rest', '', url)}.json").write_text(json.dumps(answer))
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_RUNTIME_DIR": str(tmp_path / "run"), "SLURM_JWT": "x",
+           "TI_SLURM_CONFIG": str(tmp_path / "site.toml"), "PYTHONPATH": root, "PATH": "/usr/bin:/bin"}  # fmt: skip
+    probe = PROBE.replace("{m.split('.')[0] for m in sys.modules}", "set(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe, "list"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert re.search(r"^77 +waits +PENDING +Priority", done.stdout, re.M), done.stdout + done.stderr
+    web = set(done.stdout.splitlines()[-1].split()[1:]) & {"http.client", "ssl", "urllib.request", "email.parser"}
+    assert not web, sorted(web)

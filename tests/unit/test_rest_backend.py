@@ -273,3 +273,55 @@ def test_the_registry_keeps_no_record_under_a_name_that_is_no_job_id(tmp_path, m
         with pytest.raises(BackendError, match="no job id: not recorded"):
             remember(JobInfo(job_id, backend="rest"))
     assert not list(tmp_path.rglob("*PLANTED*")) and not list(tmp_path.rglob("x.json"))
+
+
+def test_a_queue_asked_again_through_slurmrestd_asks_only_what_changed(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The shared queue answer, taken again once stale, asks ``update_time=`` the server's mark of the answer
+    held: "no job changes" (23.11+'s empty list and warning; 22.05's 304, no body) keeps the answer held;
+    a changed table is a whole new answer. A server that gives no mark (22.05's API) is asked whole each time."""
+    from ti_slurm.backends.base import JobInfo
+    from ti_slurm.backends.rest import RestBackend, RestClient
+    from ti_slurm.core.states import JobState
+    from ti_slurm.follow import queue
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    clock = [1000.0]
+    monkeypatch.setattr(queue.time, "time", lambda: clock[0])
+
+    def job(job_id: int, state: str) -> dict[str, object]:
+        return {"job_id": job_id, "name": "t", "user_name": "alice", "job_state": [state], "state_reason": "None"}
+
+    asked: list[str] = []
+    answers: list[dict[str, object]] = [
+        {"jobs": [job(7, "PENDING")], "last_update": {"set": True, "number": 500}},
+        {"jobs": [], "warnings": [{"description": "No job changes since update_time[500]"}]},
+        {},  # 22.05's 304
+        {"jobs": [job(7, "RUNNING")], "last_update": {"set": True, "number": 560}},
+    ]
+
+    def request(self, method: str, path: str, *a, **k):  # type: ignore[no-untyped-def]
+        if path == "/openapi/v3":
+            return {"paths": {"/slurm/v0.0.44/jobs": {}}}
+        asked.append(path)
+        return answers.pop(0)
+
+    monkeypatch.setattr(RestClient, "request", request)
+    backend = RestBackend("http://127.0.0.1:9", "env", "alice")
+    shared = queue.SharedQueue(backend)
+    states = []
+    for _ in range(4):
+        states.append(shared.states([JobInfo("7")], max_age=30)["7"].state)
+        clock[0] += 31
+    assert asked == [
+        "/slurm/v0.0.44/jobs",
+        "/slurm/v0.0.44/jobs?update_time=500",
+        "/slurm/v0.0.44/jobs?update_time=500",
+        "/slurm/v0.0.44/jobs?update_time=500",
+    ]
+    assert states == [JobState.PENDING, JobState.PENDING, JobState.PENDING, JobState.RUNNING]
+    answers.append({"jobs": [job(7, "RUNNING")]})  # no mark given: the next one asks whole
+    answers.append({"jobs": [job(7, "COMPLETED")]})
+    for _ in range(2):
+        shared.states([JobInfo("7")], max_age=30)
+        clock[0] += 31
+    assert asked[-2:] == ["/slurm/v0.0.44/jobs?update_time=560", "/slurm/v0.0.44/jobs"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import http.client
 import json
 import os
 import re
@@ -29,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ti_slurm.backends.base import ControllerQueue, JobInfo, StartEstimate, SubmitsInOneStep, make_output_dir
@@ -44,6 +43,9 @@ from ti_slurm.core.states import JobState
 from ti_slurm.slurm import rest
 from ti_slurm.slurm.text import array_task_ids, token_from_text
 from ti_slurm.transports import LocalTransport, run_capped
+
+if TYPE_CHECKING:
+    import http.client
 
 TIMEOUT = 15.0  # seconds a request may take
 RENEW_BEFORE = 120  # seconds before a token expires that a new one is asked for (a short-lived one's: a fifth)
@@ -184,17 +186,17 @@ class Tokens:
         return kind in ("file", "command") or (kind == "auto" and not self.environ.get("SLURM_JWT"))
 
 
-class UnixConnection(http.client.HTTPConnection):
+def unix_connection(path: str, timeout: float) -> http.client.HTTPConnection:
     """HTTP over slurmrestd's unix socket."""
+    import http.client
 
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(self.timeout)
+            self.sock.connect(path)
 
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path)
+    return UnixConnection("localhost", timeout=timeout)
 
 
 class RestClient:
@@ -214,15 +216,22 @@ class RestClient:
             raise ConfigError("rest_url", url, "expected http://host:port, https://host:port or unix:/path")
         self.parts = parts
         self.ca_file = ca_file  # the CA bundle that signs an https slurmrestd (else the system's, or SSL_CERT_FILE)
-        self.proxy = "" if parts.scheme == "unix" else proxy_for(parts.scheme, parts.hostname or "")
         self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections, each free for a request
         self._idle_lock = threading.Lock()
+
+    @functools.cached_property
+    def proxy(self) -> str:
+        """The proxy between here and slurmrestd ("" for none), asked of the environment at the first request
+        (a ``list`` that takes a shared answer imports no HTTP at all)."""
+        return "" if self.parts.scheme == "unix" else proxy_for(self.parts.scheme, self.parts.hostname or "")
 
     def connection(self) -> http.client.HTTPConnection:
         """A new connection: to the Unix socket, to slurmrestd, or (``HTTPS_PROXY``/``HTTP_PROXY``, unless
         ``NO_PROXY`` names it) to the proxy, tunnelled through it to slurmrestd (CONNECT)."""
+        import http.client
+
         if self.parts.scheme == "unix":
-            return UnixConnection(self.parts.path, TIMEOUT)
+            return unix_connection(self.parts.path, TIMEOUT)
         where = urlsplit(self.proxy).netloc if self.proxy else self.parts.netloc
         conn: http.client.HTTPConnection
         if self.parts.scheme == "https":
@@ -315,6 +324,8 @@ class RestClient:
         self, conn: http.client.HTTPConnection, method: str, target: str, data: bytes | None,
         headers: dict[str, str], path: str,
     ) -> tuple[int, Any]:  # fmt: skip
+        import http.client
+
         late: Deadline | None = None
         kept = False
         try:
@@ -436,6 +447,34 @@ def users_rest_table() -> dict[str, str]:
 def as_list(value: object) -> list[object]:
     """A node's state as a list: 22.05 says ``"idle"``, 25.11 ``["IDLE"]``."""
     return list(value) if isinstance(value, list) else [value]
+
+
+def queue_entries(jobs: list[Mapping[str, Any]], dialect: rest.Dialect, backend: str) -> dict[str, JobInfo]:
+    """The queue entries of slurmrestd's jobs (an array's pending tasks each their own)."""
+    out: dict[str, JobInfo] = {}
+    read = dialect.read_number
+
+    def order(job: Mapping[str, Any]) -> tuple[int, int]:
+        return (read(job.get("het_job_id")) or int(job["job_id"]), read(job.get("het_job_offset")) or 0)
+
+    for job in sorted(jobs, key=order):
+        job_id = str(read(job.get("het_job_id")) or job["job_id"])
+        name, nodes, dependency = str(job.get("name", "")), str(job.get("nodes", "")), str(job.get("dependency", ""))
+        task = read(job.get("array_task_id"))
+        tasks = job.get("array_task_string", "") if task is None else task
+        for key in array_task_ids(read(job.get("array_job_id")) or "", tasks) or [job_id]:
+            entry = JobInfo(key, name, backend, nodes=nodes, dependency=dependency)
+            add_queue_entry(out, entry, dialect.state(job), str(job.get("state_reason", "")))
+    return out
+
+
+def unchanged_since(answer: Mapping[str, Any]) -> bool:
+    """Whether slurmrestd answered a ``GET jobs?update_time=`` with "nothing changed": Slurm 22.05's 304 (no
+    body), or 23.11+'s empty list with the warning that says so (an empty list alone: no jobs)."""
+    if not answer:
+        return True
+    said = " ".join(str(w.get("description", "")) for w in answer.get("warnings") or [] if isinstance(w, dict))
+    return not answer.get("jobs") and "no job changes since" in said.lower()
 
 
 def refused_token(status: int, payload: Any) -> bool:
@@ -614,31 +653,27 @@ class RestBackend(ControllerQueue, SubmitsInOneStep):
     # -- follow -----------------------------------------------------------------------------------------------
     def load_jobs(self) -> list[Mapping[str, Any]]:
         """This user's jobs the controller holds: one request."""
-        answer = self.client.request("GET", self.api("jobs"))
-        return [j for j in answer.get("jobs", []) if j.get("user_name") == self.client.user]
+        jobs, _ = self.jobs_since(0)
+        return jobs or []
+
+    def jobs_since(self, mark: int) -> tuple[list[Mapping[str, Any]] | None, int]:
+        """This user's jobs, or ``None`` when the controller's job table has not changed since ``mark`` (the
+        server's ``last_update`` of an earlier answer: slurmctld then sends no jobs); with this answer's
+        ``last_update`` (0 where the API does not say it: Slurm 22.05's, which is then always asked whole)."""
+        answer = self.client.request("GET", self.api("jobs") + (f"?update_time={mark}" if mark else ""))
+        if mark and unchanged_since(answer):
+            return None, mark
+        jobs = [j for j in answer.get("jobs", []) if j.get("user_name") == self.client.user]
+        return jobs, self.dialect.read_number(answer.get("last_update")) or 0
 
     @read_answers
     def user_queue(self) -> dict[str, JobInfo]:
-        out: dict[str, JobInfo] = {}
-        read = self.dialect.read_number
+        return queue_entries(self.load_jobs(), self.dialect, self.name)
 
-        def order(job: Mapping[str, Any]) -> tuple[int, int]:
-            return (read(job.get("het_job_id")) or int(job["job_id"]), read(job.get("het_job_offset")) or 0)
-
-        for job in sorted(self.load_jobs(), key=order):
-            job_id = str(read(job.get("het_job_id")) or job["job_id"])
-            entry = JobInfo(job_id, str(job.get("name", "")), self.name, nodes=str(job.get("nodes", "")))
-            entry.dependency = str(job.get("dependency", ""))
-            task = read(job.get("array_task_id"))
-            tasks = job.get("array_task_string", "") if task is None else task
-            for key in array_task_ids(read(job.get("array_job_id")) or "", tasks) or [job_id]:
-                add_queue_entry(
-                    out,
-                    JobInfo(key, entry.name, self.name, nodes=entry.nodes, dependency=entry.dependency),
-                    self.dialect.state(job),
-                    str(job.get("state_reason", "")),
-                )
-        return out
+    @read_answers
+    def user_queue_since(self, mark: int) -> tuple[dict[str, JobInfo] | None, int]:
+        jobs, mark = self.jobs_since(mark)
+        return (None if jobs is None else queue_entries(jobs, self.dialect, self.name)), mark
 
     @read_answers
     def find_by_comment(self, comment: str) -> str | None:

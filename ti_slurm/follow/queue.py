@@ -79,6 +79,16 @@ class UserQueue(Protocol):
     def user_queue(self) -> dict[str, JobInfo]: ...
 
 
+@runtime_checkable
+class QueueSince(Protocol):
+    """A backend that can ask whether anything changed since its last answer (slurmrestd's ``update_time``)."""
+
+    def user_queue_since(self, mark: int) -> tuple[dict[str, JobInfo] | None, int]:
+        """This user's queue, or ``None`` when the controller's job table has not changed since ``mark`` (the
+        server's own time of the answer before; 0: ask for the whole queue); with this answer's mark (0: none)."""
+        ...
+
+
 class SharedQueue:
     """A backend's queue states, one query per interval for every follower of this user here."""
 
@@ -102,26 +112,37 @@ class SharedQueue:
         lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one asks; the others wait for its answer
-            taken, queued = _read(path)
+            taken, queued, mark = _read(path)
             if time.time() - taken > max_age or any(j.job_id not in queued and j.submitted >= taken for j in jobs):
-                taken, queued = time.time(), self.backend.user_queue()
+                taken, queued, mark = time.time(), *self._ask(queued, mark)
                 self.queries += 1
-                _write(path, taken, queued)
+                _write(path, taken, queued, mark)
         finally:
             os.close(lock)
         return {j.job_id: queued[j.job_id] for j in jobs if j.job_id in queued}
 
 
-def _read(path: str) -> tuple[float, dict[str, JobInfo]]:
+    def _ask(self, queued: dict[str, JobInfo], mark: int) -> tuple[dict[str, JobInfo], int]:
+        """The controller's answer, and its mark: where the backend can ask what changed since the answer held
+        (its ``mark``), only that (nothing changed: the answer held stands); else the whole queue."""
+        if isinstance(self.backend, QueueSince):
+            changed, mark = self.backend.user_queue_since(mark)
+            return (queued if changed is None else changed), mark
+        assert isinstance(self.backend, UserQueue)
+        return self.backend.user_queue(), 0
+
+
+def _read(path: str) -> tuple[float, dict[str, JobInfo], int]:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         jobs = {k: JobInfo(**{**v, "state": JobState.from_slurm(v["state"])}) for k, v in data["jobs"].items()}
-        return float(data["time"]), jobs
+        return float(data["time"]), jobs, int(data.get("mark", 0))
     except (OSError, ValueError, KeyError, TypeError):
-        return 0.0, {}
+        return 0.0, {}, 0
 
 
-def _write(path: str, taken: float, queued: dict[str, JobInfo]) -> None:
+def _write(path: str, taken: float, queued: dict[str, JobInfo], mark: int) -> None:
     names = [f.name for f in fields(JobInfo)]  # (dataclasses.asdict copies deeply: 10x slower on a large queue)
-    write_answer(path, {"time": taken, "jobs": {k: {n: getattr(v, n) for n in names} for k, v in queued.items()}})
+    jobs = {k: {n: getattr(v, n) for n in names} for k, v in queued.items()}
+    write_answer(path, {"time": taken, "mark": mark, "jobs": jobs})
