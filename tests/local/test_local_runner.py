@@ -641,7 +641,23 @@ def test_a_framework_the_commands_python_cannot_import_stops_every_node_before_t
         (site / "torch").mkdir()
         (site / "torch" / "__init__.py").write_text(torch + "\n")
     python = env_dir / "bin" / "python"
-    body = f"mode: ddp\nnodes: 2\ncommand: '{python} -c \"open(\\\"{tmp_path}/ran\\\", \\\"w\\\")\"'"
+    (tmp_path / "train.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w')\n")
+    body = f"mode: ddp\nnodes: 2\ncommand: '{python} {tmp_path / 'train.py'}'"
     res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
     assert res.returncode == 1 and not (tmp_path / "ran").exists(), res.stderr
     assert f"preflight on localhost: {python} cannot import torch (the ddp mode's framework): {said}" in res.stderr
+
+
+def test_inline_python_that_does_not_name_the_framework_runs_without_it(tmp_path: Path) -> None:
+    """The quick start's PS-Worker job prints its TF_CONFIG with ``python -c``: no TensorFlow needed, none asked
+    for (a Python without the framework runs it); inline code that imports it is checked as a script is."""
+    import venv
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    for code, exit_code in (("import json, os; print(os.environ[chr(82)])", 0), ("import torch", 1)):
+        body = f"mode: ddp\nnodes: 1\nenv: {{R: ok}}\ncommand: '{python} -c \"{code}\"'"
+        res = run_cli("submit", "--local", "--wait", str(spec(tmp_path, body)), env={"XDG_STATE_HOME": str(tmp_path)})
+        assert res.returncode == exit_code, res.stderr
+    assert f"{python} cannot import torch (the ddp mode's framework)" in res.stderr

@@ -227,6 +227,14 @@ def command_python(command: str, path: str | None) -> str | None:
     return None
 
 
+def inline_code(command: str) -> bool:
+    """Whether the start command's first Python runs inline code (``python3 -c '...'``), which says itself what
+    it imports."""
+    import re
+
+    return re.search(r"(^|[;&|(\s])(\S*/)?python[0-9.]*\s+-c\s", command) is not None
+
+
 def shebang_python(script: str, path: str | None) -> str | None:
     """The Python a script's ``#!`` line names (``#!/usr/bin/env python3``: found on ``path``)."""
     import shutil
@@ -294,8 +302,9 @@ def framework_imports(plan: JobPlan, component: int, contract: NodeContract, env
     if plan.mode not in FRAMEWORKS or plan.components[component].container is not None:
         return None
     module, install = FRAMEWORKS[plan.mode]
-    python = command_python(plan.command_of(component), env.get("PATH"))
-    if python is None:
+    command = plan.command_of(component)
+    python = command_python(command, env.get("PATH"))
+    if python is None or (inline_code(command) and module not in command):  # `python -c '...'` without it
         return None
     marker = known_good(python, module, plan.stage_dir, env)
     if marker is not None and os.path.exists(marker):
