@@ -3,7 +3,8 @@ packages, a new user with sudo, a copy of this checkout): it installs ti-slurm i
 DDP example to COMPLETED (ci/fresh-debian does the setting up and reads the block from the README). Then
 the same user runs every local block of the docs as printed (ci/docs-tour): the quick start, `init` for each
 mode, the Python API, the console's scalars writer and the MindSpore recipe; mpirun and MindSpore's libgomp1
-missing each stop the job before its command, naming what to install."""
+missing each stop the job before its command, naming what to install, and a `python:` that does not exist is
+one line at submit."""
 
 from __future__ import annotations
 
