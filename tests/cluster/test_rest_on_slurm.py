@@ -225,8 +225,9 @@ def test_a_job_at_its_time_limit_saves_and_is_requeued_through_slurmrestd(
     # timed from the allocation's own start (the batch script ran; its limit is 60 s from there), not from the
     # command's start, which comes late on a loaded machine
     began = status["attempts"][0]["timeline"].get("batch") or status["attempts"][0]["started"]
-    # 60 - 45 s in, or earlier (Slurm checks its signals' times twice a minute): never Slurm's kill at the limit
-    assert 0 <= saved - began <= 30, (first_log, status["attempts"][0])
+    # due 60 - 45 s in; slurmctld looks for signals due every 30 s (its periodic time-limit pass), so it comes
+    # 15 to 45 s in: never Slurm's kill at the limit (60 s), which no trap would have answered with "saved"
+    assert 0 <= saved - began <= 50, (first_log, status["attempts"][0])
     assert job.logs() == "resumed\n"
     assert no_slurm.called() == []
 
