@@ -106,25 +106,30 @@ def test_a_step_killed_while_its_node_starts_is_a_cancel_when_the_supervisors_si
 def test_a_step_killed_while_its_node_starts_is_a_cancel_when_slurm_says_so_before_the_signal_comes(
     tmp_path: Path,
 ) -> None:
-    """On a loaded machine the batch step's SIGTERM may come after the settle time: the job Slurm shows
-    CANCELLED is a cancel all the same (a job Slurm still shows RUNNING is the step's failure)."""
+    """On a loaded machine the batch step's SIGTERM may come after the settle time, or never (cancelled as its
+    batch script started): the job Slurm shows CANCELLED, or COMPLETING with no reason (what a cancelled job
+    shows while its batch script runs), is a cancel all the same; one Slurm still shows RUNNING, or COMPLETING
+    for a lost node, is the step's failure."""
 
     class KilledStarting(FakeLauncher):
         def start(self, plan: JobPlan, component: int, nodes: list[int]) -> list[Launch]:
             return [Launch(component, plan.components[component].name, nodes, cast(Any, FakeProcess(1)))]
 
     class Shows:
-        def __init__(self, state: str) -> None:
-            self.state = state
+        def __init__(self, state: str, reason: str) -> None:
+            self.state, self.reason = state, reason
 
         def show_job(self) -> dict[str, str]:
-            return {"JobState": self.state}
+            return {"JobState": self.state, "Reason": self.reason}
 
     plan = job_plan("ddp", ("ddp", 1))
-    for state, expected in (("CANCELLED", JobState.CANCELLED), ("RUNNING", JobState.FAILED)):
-        launcher = KilledStarting(plan, tmp_path / state, {}, control=Shows(state))
-        outcome = Supervisor(plan, str(tmp_path / state), launcher, say=lambda text: None).run()
-        assert outcome.state is expected, (state, outcome)
+    shown = [("CANCELLED", "None", JobState.CANCELLED), ("COMPLETING", "None", JobState.CANCELLED),
+             ("RUNNING", "None", JobState.FAILED), ("COMPLETING", "NodeDown", JobState.FAILED)]  # fmt: skip
+    for state, reason, expected in shown:
+        folder = tmp_path / f"{state}-{reason}"
+        launcher = KilledStarting(plan, folder, {}, control=Shows(state, reason))
+        outcome = Supervisor(plan, str(folder), launcher, say=lambda text: None).run()
+        assert outcome.state is expected, (state, reason, outcome)
 
 
 def test_a_supervisor_that_cannot_write_its_record_stops_every_launch(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 from ti_slurm.core.plan import JobPlan
@@ -108,11 +108,19 @@ class HearsSignals:
             time.sleep(POLL_SECONDS / 2)
         if self._cancel_signal is None:
             # a loaded machine may signal the batch step after the settle: Slurm's own word decides then
-            cancelled_now = self.control is not None and self.control.show_job().get("JobState") == "CANCELLED"
+            cancelled_now = self.control is not None and slurm_says_cancelled(self.control.show_job())
             return cancelled(signal.SIGTERM) if cancelled_now else outcome
         if self.may_restart:
             return self.interrupted_by_slurm() or self.interrupt or outcome
         return cancelled(self._cancel_signal)
+
+
+def slurm_says_cancelled(job: Mapping[str, str]) -> bool:
+    """Whether ``scontrol show job`` shows the job cancelled. While its batch script (this supervisor) still runs,
+    a cancelled job shows COMPLETING, which hides the state under it; a cancel is the one end of Slurm's that
+    gives no reason (a time limit says TimeLimit, a lost node NodeDown: slurmctld's ``job_signal``)."""
+    state = job.get("JobState", "")
+    return state == "CANCELLED" or (state == "COMPLETING" and job.get("Reason", "None") == "None")
 
 
 def cancelled(signum: int | None) -> Outcome:
